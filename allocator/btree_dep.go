@@ -1,0 +1,3 @@
+package allocator
+
+import _ "github.com/google/btree"
