@@ -79,11 +79,32 @@ type Config struct {
 	PinnedNumRegisterThreads   uint64
 	PinnedUseBackgroundThreads bool
 	PinnedReserveSegmentSizeMB uint64
+	// 2026 host options. PinnedMaxRoundThresholdMB and PinnedMaxCachedSizeMB
+	// are 0 when not set; their parser was not available, so they are read
+	// as plain unsigned integers.
+	PinnedFreeCatchAll        bool
+	PinnedMaxRoundThresholdMB uint64
+	PinnedMaxCachedSizeMB     uint64
+
+	// ExpandableSegmentsReserve is the last valid expandable_segments_reserve
+	// value as written ("0.5" is a fraction of device memory, "40G" an
+	// absolute size); "" when unset. PyTorch ignores a malformed value with
+	// a warning, and so does Apply.
+	ExpandableSegmentsReserve string
+	// ExpandableSegmentsReserveByClass holds the valid entries of the last
+	// expandable_segments_reserve_by_class list as "name:value" pairs sorted
+	// by name and joined by ","; "" when unset or empty. A string keeps
+	// Config comparable with ==.
+	ExpandableSegmentsReserveByClass string
 
 	// Dialect is the parser generation used by Apply.
 	Dialect Dialect
 	// Source is the last settings string applied ("" for the defaults).
 	Source string
+	// EnvVar names the environment variable FromEnv took Source from ("" if
+	// none), so that callers can warn about the deprecated
+	// PYTORCH_CUDA_ALLOC_CONF and PYTORCH_HIP_ALLOC_CONF.
+	EnvVar string
 }
 
 // Default returns PyTorch's defaults.

@@ -1,0 +1,344 @@
+package allocator
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+
+	"github.com/memreplay/memreplay/allocator/config"
+)
+
+// Allocator is PyTorch's DeviceCachingAllocator for one device.
+type Allocator struct {
+	mu     sync.Mutex
+	dev    Device
+	vm     VirtualMemory // nil when the device has no VMM support
+	device int
+	cfg    config.Config
+	policy Policy
+	check  bool // run CheckInvariants after every operation
+
+	small, large pool
+	stats        Stats
+
+	// totalAllocated is the bytes obtained from the device: segments plus
+	// mapped pages. The memory fraction and GC compare against it.
+	totalAllocated uint64
+	setFraction    bool
+	allowedMax     uint64
+	deviceTotal    uint64 // totalGlobalMem, read once at construction
+
+	segments []*segment
+
+	events        map[Stream]*eventQueue
+	eventStreams  []Stream // streams with queued events, sorted
+	pendingEvents int
+
+	observers      []observerEntry
+	nextObserverID int
+
+	fatal error    // a sticky device error; every later call returns it
+	spare []*Block // recycled block objects
+}
+
+// pool is a BlockPool: the free set and the unmapped ranges of one size
+// class.
+type pool struct {
+	small    bool
+	statIdx  int
+	free     freeSet
+	unmapped unmappedSet
+	// getFreeBlocksCallCount is the GC clock: it advances on every
+	// get_free_block while GC is active.
+	getFreeBlocksCallCount uint64
+}
+
+// Option configures New.
+type Option func(*Allocator)
+
+// WithDeviceIndex sets the device ordinal reported in messages and
+// snapshots (default 0).
+func WithDeviceIndex(i int) Option { return func(a *Allocator) { a.device = i } }
+
+// WithPolicy replaces PyTorch's size policy.
+func WithPolicy(p Policy) Option { return func(a *Allocator) { a.policy = p } }
+
+// WithInvariantChecks makes every operation verify the allocator's
+// invariants afterwards and panic on a violation. For tests: it costs a walk
+// over all blocks per call.
+func WithInvariantChecks() Option { return func(a *Allocator) { a.check = true } }
+
+// New returns an allocator for dev with the given settings.
+func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
+	a := &Allocator{
+		dev:    dev,
+		policy: PyTorch{},
+		small:  pool{small: true, statIdx: StatSmall, free: newFreeSet()},
+		large:  pool{statIdx: StatLarge, free: newFreeSet()},
+		events: make(map[Stream]*eventQueue),
+	}
+	a.vm, _ = dev.(VirtualMemory)
+	for _, o := range opts {
+		o(a)
+	}
+	if err := a.validate(&cfg); err != nil {
+		return nil, err
+	}
+	a.cfg = cfg
+	_, total, err := dev.MemGetInfo()
+	if err != nil {
+		return nil, fmt.Errorf("allocator: reading device memory: %w", err)
+	}
+	a.deviceTotal = total
+	if cfg.MaxSplitSize > math.MaxInt64 {
+		a.stats.MaxSplitSize = -1
+	} else {
+		a.stats.MaxSplitSize = int64(cfg.MaxSplitSize)
+	}
+	if cfg.PerProcessMemoryFraction < 1 {
+		if err := a.setMemoryFraction(cfg.PerProcessMemoryFraction); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+func (a *Allocator) validate(cfg *config.Config) error {
+	if cfg.Backend != "" && cfg.Backend != "native" {
+		return fmt.Errorf("%w: backend %q (only native is modelled)", ErrUnsupported, cfg.Backend)
+	}
+	if cfg.MaxSplitSize == 0 || cfg.LargeSegmentSize == 0 {
+		return fmt.Errorf("%w: settings not initialised (start from config.Default())", ErrUnsupported)
+	}
+	if cfg.ExpandableSegments {
+		if a.vm == nil {
+			return fmt.Errorf("%w: expandable_segments:True needs a device with virtual memory support", ErrUnsupported)
+		}
+		g := a.vm.Granularity()
+		if g == 0 || SmallBuffer%g != 0 || cfg.LargeSegmentSize%g != 0 {
+			return fmt.Errorf("%w: page sizes %d and %d are not multiples of the device granularity %d",
+				ErrUnsupported, SmallBuffer, cfg.LargeSegmentSize, g)
+		}
+	}
+	return nil
+}
+
+// Config returns the settings in force.
+func (a *Allocator) Config() config.Config {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.cfg
+}
+
+// SetConfig changes the settings at run time, as
+// torch.cuda.memory._set_allocator_settings does. Existing blocks stay where
+// they are; expandable blocks are skipped by best fit while
+// expandable_segments is off. max_split_size in Stats keeps its value from
+// construction, as in PyTorch.
+func (a *Allocator) SetConfig(cfg config.Config) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if err := a.validate(&cfg); err != nil {
+		return err
+	}
+	a.cfg = cfg
+	return nil
+}
+
+// Device returns the device the allocator draws from.
+func (a *Allocator) Device() Device { return a.dev }
+
+// DeviceIndex is the device ordinal.
+func (a *Allocator) DeviceIndex() int { return a.device }
+
+// Policy returns the size policy.
+func (a *Allocator) Policy() Policy { return a.policy }
+
+// Stats returns a copy of the statistics.
+func (a *Allocator) Stats() Stats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+// ResetPeakStats sets every peak to the current value.
+func (a *Allocator) ResetPeakStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetPeak()
+}
+
+// ResetAccumulatedStats zeroes the allocated/freed totals and the counters.
+func (a *Allocator) ResetAccumulatedStats() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.stats.resetAccumulated()
+}
+
+// SetMemoryFraction limits this allocator to fraction of the device's total
+// memory (torch.cuda.set_per_process_memory_fraction). As in PyTorch 2.9, 1
+// removes the limit, and a limit also enables garbage collection when
+// garbage_collection_threshold is set.
+func (a *Allocator) SetMemoryFraction(fraction float64) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.setMemoryFraction(fraction)
+}
+
+func (a *Allocator) setMemoryFraction(fraction float64) error {
+	if !(fraction >= 0 && fraction <= 1) {
+		return fmt.Errorf("Invalid fraction value: %v. Allowed range: 0~1", fraction)
+	}
+	a.setFraction = fraction < 1
+	a.allowedMax = 0
+	if a.setFraction {
+		a.allowedMax = uint64(fraction * float64(a.deviceTotal))
+	}
+	return nil
+}
+
+// MemoryFraction returns the limit as a fraction of the device (1 when none).
+func (a *Allocator) MemoryFraction() float64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if !a.setFraction {
+		return 1
+	}
+	return float64(a.allowedMax) / float64(a.deviceTotal)
+}
+
+func (a *Allocator) gcActive() bool {
+	return a.setFraction && a.cfg.GarbageCollectionThreshold > 0
+}
+
+// fail records a sticky device error so that every later call returns it.
+func (a *Allocator) fail(err error) error {
+	if errors.Is(err, ErrFatal) && a.fatal == nil {
+		a.fatal = err
+	}
+	return err
+}
+
+// params is PyTorch's AllocParams: one malloc's sizes and target pool.
+type params struct {
+	size      uint64 // rounded
+	allocSize uint64 // segment size to ask for
+	stream    Stream
+	pool      *pool
+}
+
+func (a *Allocator) poolFor(size uint64) *pool {
+	if size <= SmallSize {
+		return &a.small
+	}
+	return &a.large
+}
+
+// Malloc allocates size bytes for use on stream. A size of 0 returns a nil
+// block and no error, as PyTorch returns a null pointer. Failure after the
+// fallback chain is an *OutOfMemoryError; a device failure is returned as
+// the device reported it.
+func (a *Allocator) Malloc(size uint64, stream Stream) (*Block, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	if size >= maxRequest {
+		return nil, &OutOfMemoryError{Device: a.device, Requested: size, TooLarge: true}
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal != nil {
+		return nil, a.fatal
+	}
+	b, err := a.malloc(size, stream)
+	if a.check {
+		a.mustCheck()
+	}
+	return b, err
+}
+
+// Free returns a block from Malloc. If other streams used it (RecordStream)
+// it returns to the pool only when their events complete.
+func (a *Allocator) Free(b *Block) error {
+	if b == nil {
+		return nil
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal != nil {
+		return a.fatal
+	}
+	if b.pool != &a.small && b.pool != &a.large {
+		return ErrForeignBlock
+	}
+	if !b.allocated {
+		return ErrNotAllocated
+	}
+	err := a.free(b)
+	if a.check {
+		a.mustCheck()
+	}
+	return a.fail(err)
+}
+
+// RecordStream marks an allocated block as used on stream s, so that its
+// free waits for the work queued on s (Tensor.record_stream). The block's
+// own stream is ignored.
+func (a *Allocator) RecordStream(b *Block, s Stream) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if b.pool != &a.small && b.pool != &a.large {
+		return ErrForeignBlock
+	}
+	if !b.allocated {
+		return ErrNotAllocated
+	}
+	if s == b.stream {
+		return nil
+	}
+	for _, u := range b.streamUses {
+		if u == s {
+			return nil
+		}
+	}
+	b.streamUses = append(b.streamUses, s)
+	return nil
+}
+
+// ProcessEvents returns to their pools the pending blocks whose events have
+// completed, as every malloc does first.
+func (a *Allocator) ProcessEvents() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal != nil {
+		return a.fatal
+	}
+	err := a.processEvents()
+	if a.check {
+		a.mustCheck()
+	}
+	return a.fail(err)
+}
+
+// EmptyCache waits for all pending events, then returns every fully free
+// segment to the device and unmaps every whole free page of expandable
+// segments (torch.cuda.empty_cache). Live blocks are untouched.
+func (a *Allocator) EmptyCache() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fatal != nil {
+		return a.fatal
+	}
+	err := a.releaseCachedBlocks()
+	if a.check {
+		a.mustCheck()
+	}
+	return a.fail(err)
+}
+
+func (a *Allocator) mustCheck() {
+	if err := a.checkInvariants(); err != nil {
+		panic(err)
+	}
+}

@@ -1,0 +1,173 @@
+package allocator_test
+
+import (
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// Benchmarks of the allocator's hot path on the simulated device. The
+// figures and the command that produced them are in docs/allocator.md.
+
+func benchAllocator(b *testing.B, conf string) (*allocator.Allocator, *sim.Process) {
+	b.Helper()
+	gpu, err := sim.NewGPU(sim.Options{Capacity: 80 << 30, NoContextOverhead: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	proc, err := gpu.NewProcess()
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := config.Parse(conf)
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, err := allocator.New(proc, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return a, proc
+}
+
+// fill allocates n live blocks of size bytes and frees the one in the
+// middle, leaving an exact-size hole between two live neighbours: a cached
+// block that malloc finds and that free returns without merging.
+func fill(b *testing.B, a *allocator.Allocator, n int, size uint64) {
+	b.Helper()
+	var mid *allocator.Block
+	for i := 0; i <= n; i++ {
+		blk, err := a.Malloc(size, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if i == n/2 {
+			mid = blk
+		}
+	}
+	if err := a.Free(mid); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// BenchmarkMallocFreeCacheHit is one malloc and one free of a cached block
+// with 10,000 live blocks in the pools. One op = the pair.
+func BenchmarkMallocFreeCacheHit(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		size uint64
+	}{{"small", 4096}, {"large", 4 << 20}} {
+		b.Run(c.name, func(b *testing.B) {
+			a, _ := benchAllocator(b, "")
+			fill(b, a, 10000, c.size)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				blk, err := a.Malloc(c.size, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Free(blk); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkMallocFreeSplit: the cached block is twice the request, so every
+// malloc splits it and every free merges the halves again.
+func BenchmarkMallocFreeSplit(b *testing.B) {
+	a, _ := benchAllocator(b, "")
+	fill(b, a, 10000, 8192)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		blk, err := a.Malloc(4096, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Free(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkMixedWorkload replays a training-step-like pattern: a burst of
+// activations of many sizes allocated in order and freed in reverse, with
+// parameters and optimizer state live throughout. One op = one malloc and
+// its free.
+func BenchmarkMixedWorkload(b *testing.B) {
+	for _, conf := range []string{"", "expandable_segments:True"} {
+		name := "default"
+		if conf != "" {
+			name = "expandable"
+		}
+		b.Run(name, func(b *testing.B) {
+			a, _ := benchAllocator(b, conf)
+			r := rand.New(rand.NewPCG(1, 2))
+			for i := 0; i < 2000; i++ { // weights and optimizer state
+				if _, err := a.Malloc(uint64(r.IntN(8<<20))+512, 0); err != nil {
+					b.Fatal(err)
+				}
+			}
+			sizes := make([]uint64, 512)
+			for i := range sizes {
+				switch r.IntN(4) {
+				case 0:
+					sizes[i] = uint64(r.IntN(1<<20)) + 1
+				case 1, 2:
+					sizes[i] = uint64(r.IntN(12<<20)) + 1
+				default:
+					sizes[i] = uint64(r.IntN(64<<20)) + 1
+				}
+			}
+			stack := make([]*allocator.Block, 0, len(sizes))
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; {
+				for _, s := range sizes {
+					blk, err := a.Malloc(s, 0)
+					if err != nil {
+						b.Fatal(err)
+					}
+					stack = append(stack, blk)
+				}
+				for len(stack) > 0 {
+					if err := a.Free(stack[len(stack)-1]); err != nil {
+						b.Fatal(err)
+					}
+					stack = stack[:len(stack)-1]
+				}
+				i += len(sizes)
+			}
+		})
+	}
+}
+
+// BenchmarkMallocFreeParallel measures the lock under contention: every
+// goroutine takes and returns its own cached block.
+func BenchmarkMallocFreeParallel(b *testing.B) {
+	a, _ := benchAllocator(b, "")
+	fill(b, a, 10000, 4096)
+	var once sync.Once
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			blk, err := a.Malloc(4096, 0)
+			if err != nil {
+				once.Do(func() { b.Error(err) })
+				return
+			}
+			if err := a.Free(blk); err != nil {
+				once.Do(func() { b.Error(err) })
+				return
+			}
+		}
+	})
+}

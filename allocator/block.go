@@ -1,0 +1,98 @@
+package allocator
+
+// Block is a contiguous range [Addr, Addr+Size) of a segment. Malloc hands
+// out allocated blocks; the caller gives them back with Free. A *Block is
+// valid from Malloc until the Free that returns it: block objects are
+// recycled afterwards, so a stale pointer must not be used.
+type Block struct {
+	addr      uint64
+	size      uint64
+	requested uint64 // the caller's unrounded size; stale once freed, as in PyTorch
+	stream    Stream
+	pool      *pool
+	seg       *segment
+	prev      *Block // neighbours inside the segment, by address
+	next      *Block
+
+	allocated  bool
+	mapped     bool  // false only for unmapped ranges of expandable segments
+	eventCount int32 // outstanding record-stream events
+	streamUses []Stream
+
+	gcCountBase uint64 // pool.getFreeBlocksCallCount when it became free
+}
+
+// Addr is the block's device address.
+func (b *Block) Addr() uint64 { return b.addr }
+
+// Size is the block's size in bytes, after rounding and splitting.
+func (b *Block) Size() uint64 { return b.size }
+
+// RequestedSize is the size the caller asked for.
+func (b *Block) RequestedSize() uint64 { return b.requested }
+
+// Stream is the stream the block was allocated on.
+func (b *Block) Stream() Stream { return b.stream }
+
+func (b *Block) isSplit() bool { return b.prev != nil || b.next != nil }
+
+// allocatable says whether a block may be merged into or grown through: free,
+// with no pending events and no other streams using it.
+func (b *Block) allocatable() bool {
+	return b != nil && !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
+}
+
+func (b *Block) expandable() bool { return b.seg.exp != nil }
+
+// gcAge is the number of get_free_block calls on its pool since the block
+// became free: the clock garbage collection uses.
+func (b *Block) gcAge() uint64 { return b.pool.getFreeBlocksCallCount - b.gcCountBase }
+
+// segment is one cudaMalloc result or one expandable reservation.
+type segment struct {
+	base   uint64
+	size   uint64 // cudaMalloc size, or the whole reservation
+	stream Stream
+	pool   *pool
+	head   *Block // the block at base; the chain from it tiles the segment
+	exp    *expandableSegment
+	index  int // position in Allocator.segments
+}
+
+// newBlock returns a zeroed block, reusing one from the recycle list so that
+// splitting and merging allocate nothing in steady state.
+func (a *Allocator) newBlock(addr, size uint64, stream Stream, p *pool, seg *segment) *Block {
+	var b *Block
+	if n := len(a.spare); n > 0 {
+		b = a.spare[n-1]
+		a.spare = a.spare[:n-1]
+	} else {
+		b = new(Block)
+	}
+	*b = Block{addr: addr, size: size, stream: stream, pool: p, seg: seg, mapped: true}
+	return b
+}
+
+func (a *Allocator) recycle(b *Block) {
+	*b = Block{}
+	if len(a.spare) < maxSpareBlocks {
+		a.spare = append(a.spare, b)
+	}
+}
+
+const maxSpareBlocks = 4096
+
+// splice links b between prev and next (either may be nil) and keeps the
+// segment's head current.
+func splice(b, prev, next *Block) {
+	b.prev = prev
+	b.next = next
+	if prev != nil {
+		prev.next = b
+	} else {
+		b.seg.head = b
+	}
+	if next != nil {
+		next.prev = b
+	}
+}

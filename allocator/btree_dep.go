@@ -1,3 +1,0 @@
-package allocator
-
-import _ "github.com/google/btree"

@@ -1,0 +1,236 @@
+package allocator
+
+import (
+	"fmt"
+	"sort"
+)
+
+// CheckInvariants verifies the allocator's internal consistency and returns
+// the first violation found:
+//
+//   - the blocks of every segment tile it exactly, linked both ways, and no
+//     two segments overlap;
+//   - expandable blocks agree with the page table (mapped blocks lie on
+//     mapped pages, unmapped blocks are whole unmapped pages);
+//   - each pool's free set holds exactly its free, idle, mapped blocks and
+//     its unmapped set exactly its unmapped ones; no two neighbours that
+//     could merge are left apart;
+//   - every statistic's current value equals a recomputation from the
+//     blocks, peaks are not below current values, allocated - freed equals
+//     current, and the bytes held from the device equal reserved_bytes.
+//
+// WithInvariantChecks runs it after every operation.
+func (a *Allocator) CheckInvariants() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.checkInvariants()
+}
+
+func (a *Allocator) checkInvariants() error {
+	var want Stats
+	freeCount := map[*pool]int{}
+	unmappedCount := map[*pool]int{}
+	events := 0
+	segs := append([]*segment(nil), a.segments...)
+	sort.Slice(segs, func(i, j int) bool { return segs[i].base < segs[j].base })
+	for i, seg := range segs {
+		if seg.index < 0 || seg.index >= len(a.segments) || a.segments[seg.index] != seg {
+			return fmt.Errorf("segment %#x: stale index %d", seg.base, seg.index)
+		}
+		if i > 0 && segs[i-1].base+segs[i-1].size > seg.base {
+			return fmt.Errorf("segments %#x and %#x overlap", segs[i-1].base, seg.base)
+		}
+		if err := a.checkSegment(seg, &want, freeCount, unmappedCount, &events); err != nil {
+			return err
+		}
+	}
+	for _, p := range []*pool{&a.small, &a.large} {
+		if p.free.len() != freeCount[p] {
+			return fmt.Errorf("%s pool: free set holds %d blocks, segments have %d free blocks",
+				poolNames[p.statIdx], p.free.len(), freeCount[p])
+		}
+		if len(p.unmapped.blocks) != unmappedCount[p] {
+			return fmt.Errorf("%s pool: unmapped set holds %d blocks, segments have %d",
+				poolNames[p.statIdx], len(p.unmapped.blocks), unmappedCount[p])
+		}
+		if err := p.free.check(); err != nil {
+			return fmt.Errorf("%s pool: %v", poolNames[p.statIdx], err)
+		}
+	}
+	if events != a.pendingEvents {
+		return fmt.Errorf("blocks wait for %d events, queues hold %d", events, a.pendingEvents)
+	}
+	return a.checkStats(&want)
+}
+
+func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedCount map[*pool]int, events *int) error {
+	p := seg.pool
+	pi := p.statIdx
+	b := seg.head
+	if b == nil || b.prev != nil || b.addr != seg.base {
+		return fmt.Errorf("segment %#x: head block does not start it", seg.base)
+	}
+	blocks := 0
+	for end := seg.base; b != nil; b = b.next {
+		switch {
+		case b.seg != seg || b.pool != p || b.stream != seg.stream:
+			return fmt.Errorf("block %#x: wrong segment, pool or stream", b.addr)
+		case b.addr != end:
+			return fmt.Errorf("block %#x: expected at %#x (gap or overlap)", b.addr, end)
+		case b.size == 0 || b.size%MinBlockSize != 0:
+			return fmt.Errorf("block %#x: size %d is not a positive multiple of %d", b.addr, b.size, MinBlockSize)
+		case b.next != nil && b.next.prev != b:
+			return fmt.Errorf("block %#x: next's prev link is broken", b.addr)
+		case b.next == nil && b.addr+b.size != seg.base+seg.size:
+			return fmt.Errorf("segment %#x: blocks end at %#x, segment at %#x", seg.base, b.addr+b.size, seg.base+seg.size)
+		case b.next != nil && b.allocatable() && b.next.allocatable() && b.mapped == b.next.mapped:
+			return fmt.Errorf("blocks %#x and %#x are free neighbours left unmerged", b.addr, b.next.addr)
+		case !b.mapped && seg.exp == nil:
+			return fmt.Errorf("block %#x: unmapped block in a cudaMalloc segment", b.addr)
+		case !b.mapped && (b.allocated || b.eventCount > 0):
+			return fmt.Errorf("block %#x: unmapped block in use", b.addr)
+		}
+		end = b.addr + b.size
+		blocks++
+		if seg.exp != nil {
+			if err := checkPages(seg, b); err != nil {
+				return err
+			}
+		}
+		*events += int(b.eventCount)
+		inFree := p.free.contains(b)
+		if !b.mapped {
+			unmappedCount[p]++
+			if !p.unmapped.contains(b) || inFree {
+				return fmt.Errorf("block %#x: unmapped but not (only) in the unmapped set", b.addr)
+			}
+			continue
+		}
+		if b.allocatable() != inFree {
+			return fmt.Errorf("block %#x: free=%v but in free set=%v", b.addr, b.allocatable(), inFree)
+		}
+		if inFree {
+			freeCount[p]++
+		}
+		want.ReservedBytes.increase(pi, int64(b.size))
+		active := b.allocated || b.eventCount > 0 || len(b.streamUses) > 0
+		if b.allocated {
+			want.Allocation.increase(pi, 1)
+			want.AllocatedBytes.increase(pi, int64(b.size))
+			if b.size >= a.cfg.MaxSplitSize {
+				want.OversizeAllocations.increase(1)
+			}
+		}
+		if active {
+			want.Active.increase(pi, 1)
+			want.ActiveBytes.increase(pi, int64(b.size))
+			want.RequestedBytes.increase(pi, int64(b.requested))
+		} else if seg.exp == nil && b.isSplit() {
+			want.InactiveSplit.increase(pi, 1)
+			want.InactiveSplitBytes.increase(pi, int64(b.size))
+		}
+	}
+	if seg.exp == nil {
+		want.Segment.increase(pi, 1)
+		if seg.size >= a.cfg.MaxSplitSize {
+			want.OversizeSegments.increase(1)
+		}
+	}
+	return nil
+}
+
+func checkPages(seg *segment, b *Block) error {
+	page := seg.exp.pageSize
+	first := (b.addr - seg.base) / page
+	last := (b.addr + b.size - 1 - seg.base) / page
+	if !b.mapped && ((b.addr-seg.base)%page != 0 || b.size%page != 0) {
+		return fmt.Errorf("block %#x: unmapped range is not whole pages", b.addr)
+	}
+	for i := first; i <= last; i++ {
+		if seg.exp.mapped[i] != b.mapped {
+			return fmt.Errorf("block %#x: mapped=%v but page %d mapped=%v", b.addr, b.mapped, i, seg.exp.mapped[i])
+		}
+	}
+	return nil
+}
+
+func (a *Allocator) checkStats(want *Stats) error {
+	got := &a.stats
+	type pair struct {
+		name      string
+		got, want *StatArray
+	}
+	for _, p := range []pair{
+		{"allocation", &got.Allocation, &want.Allocation}, {"segment", &got.Segment, &want.Segment},
+		{"active", &got.Active, &want.Active}, {"inactive_split", &got.InactiveSplit, &want.InactiveSplit},
+		{"allocated_bytes", &got.AllocatedBytes, &want.AllocatedBytes},
+		{"reserved_bytes", &got.ReservedBytes, &want.ReservedBytes},
+		{"active_bytes", &got.ActiveBytes, &want.ActiveBytes},
+		{"inactive_split_bytes", &got.InactiveSplitBytes, &want.InactiveSplitBytes},
+		{"requested_bytes", &got.RequestedBytes, &want.RequestedBytes},
+	} {
+		for i := range p.got {
+			if err := checkStat(p.name+"."+poolNames[i], p.got[i], p.want[i].Current); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkStat("oversize_allocations", got.OversizeAllocations, want.OversizeAllocations.Current); err != nil {
+		return err
+	}
+	if err := checkStat("oversize_segments", got.OversizeSegments, want.OversizeSegments.Current); err != nil {
+		return err
+	}
+	if r := uint64(got.ReservedBytes[StatAll].Current); r != a.totalAllocated {
+		return fmt.Errorf("reserved_bytes %d but %d bytes held from the device", r, a.totalAllocated)
+	}
+	if a.totalAllocated > a.deviceTotal {
+		return fmt.Errorf("%d bytes reserved on a device of %d", a.totalAllocated, a.deviceTotal)
+	}
+	return nil
+}
+
+func checkStat(name string, s Stat, want int64) error {
+	switch {
+	case s.Current != want:
+		return fmt.Errorf("%s.current = %d, blocks say %d", name, s.Current, want)
+	case s.Peak < s.Current:
+		return fmt.Errorf("%s.peak %d below current %d", name, s.Peak, s.Current)
+	case s.Allocated-s.Freed != s.Current:
+		// Holds until ResetAccumulatedStats, which tests do not mix with
+		// this check.
+		return fmt.Errorf("%s: allocated %d - freed %d != current %d", name, s.Allocated, s.Freed, s.Current)
+	}
+	return nil
+}
+
+// check verifies the free set's own structure.
+func (s *freeSet) check() error {
+	n := 0
+	empty := 0
+	for k, bk := range s.buckets {
+		if bk.key != k {
+			return fmt.Errorf("bucket %v filed under %v", bk.key, k)
+		}
+		if !s.index.Has(bk) {
+			return fmt.Errorf("bucket %v missing from the index", k)
+		}
+		if len(bk.blocks) == 0 {
+			empty++
+		}
+		for i, b := range bk.blocks {
+			if b.stream != k.stream || b.size != k.size {
+				return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, k)
+			}
+			if i > 0 && bk.blocks[i-1].addr <= b.addr {
+				return fmt.Errorf("bucket %v not in descending address order", k)
+			}
+		}
+		n += len(bk.blocks)
+	}
+	if n != s.n || empty != s.empty || s.index.Len() != len(s.buckets) {
+		return fmt.Errorf("counts: %d blocks (recorded %d), %d empty buckets (recorded %d), index %d vs map %d",
+			n, s.n, empty, s.empty, s.index.Len(), len(s.buckets))
+	}
+	return nil
+}

@@ -1,0 +1,462 @@
+package config
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// The new dialect: AcceleratorAllocatorConfig::parseArgs (runGeneric) and
+// the CUDA hook CUDAAllocatorConfig::parseArgs (runCUDA) of PyTorch 2.9,
+// with the options 2026 main added. As in the old dialect each function
+// takes the index of its key and returns the index of the last token used.
+
+// genericKeys are the keys of AcceleratorAllocatorConfig::getKeys(): the
+// CUDA pass skips them instead of calling them unknown. The two pinned_max_*
+// keys are 2026 host options whose parser was not available; where PyTorch
+// parses them is a guess.
+var genericKeys = map[string]bool{
+	"large_segment_size_mb":         true,
+	"max_split_size_mb":             true,
+	"max_non_split_rounding_mb":     true,
+	"garbage_collection_threshold":  true,
+	"roundup_power2_divisions":      true,
+	"expandable_segments":           true,
+	"pinned_use_background_threads": true,
+	"pinned_max_round_threshold_mb": true,
+	"pinned_max_cached_size_mb":     true,
+}
+
+func (p *parser) runGeneric() error {
+	c := p.c
+	for i := 0; i < len(p.toks); i++ {
+		key := p.tok(i)
+		p.option = key
+		var err *Error
+		switch key {
+		case "max_split_size_mb":
+			i, err = p.newSizeMB(i, &c.MaxSplitSize)
+		case "max_non_split_rounding_mb":
+			i, err = p.newSizeMB(i, &c.MaxNonSplitRoundingSize)
+		case "large_segment_size_mb":
+			i, err = p.newLargeSegment(i)
+		case "garbage_collection_threshold":
+			i, err = p.newGCThreshold(i)
+		case "roundup_power2_divisions":
+			i, err = p.newRoundup(i)
+		case "expandable_segments":
+			i, err = p.newBool(i, &c.ExpandableSegments)
+		case "pinned_use_background_threads":
+			i, err = p.newBool(i, &c.PinnedUseBackgroundThreads)
+		case "pinned_max_round_threshold_mb":
+			i, err = p.newUint(i, &c.PinnedMaxRoundThresholdMB)
+		case "pinned_max_cached_size_mb":
+			i, err = p.newUint(i, &c.PinnedMaxCachedSizeMB)
+		default:
+			// The CUDA pass decides whether the key exists.
+			i, err = p.skipKey(i)
+		}
+		if err != nil {
+			return err
+		}
+		// checkToken(++i, ",") returns a bool nobody reads and only
+		// asserts that the token exists, which it does here.
+		if i+1 < len(p.toks) {
+			i++
+		}
+	}
+	return nil
+}
+
+func (p *parser) runCUDA() error {
+	c := p.c
+	for i := 0; i < len(p.toks); i++ {
+		key := p.tok(i)
+		p.option = key
+		var err *Error
+		switch key {
+		case "backend":
+			i, err = p.newBackend(i)
+		case "release_lock_on_cudamalloc", "release_lock_on_hipmalloc":
+			i, err = p.newBool(i, &c.ReleaseLockOnCudaMalloc)
+		case "pinned_use_cuda_host_register", "pinned_use_hip_host_register":
+			i, err = p.newBool(i, &c.PinnedUseCudaHostRegister)
+		case "pinned_num_register_threads":
+			i, err = p.newRegisterThreads(i)
+		case "pinned_reserve_segment_size_mb":
+			i, err = p.newReserveSegment(i)
+		case "graph_capture_record_stream_reuse":
+			i, err = p.newBool(i, &c.GraphCaptureRecordStreamReuse)
+		case "per_process_memory_fraction":
+			i, err = p.newMemoryFraction(i)
+		case "pinned_free_catch_all":
+			i, err = p.newBool(i, &c.PinnedFreeCatchAll)
+		case "throw_on_cudamalloc_oom":
+			i, err = p.newBool(i, &c.ThrowOnCudaMallocOOM)
+		case "expandable_segments_reserve":
+			i, err = p.newReserve(i)
+		case "expandable_segments_reserve_by_class":
+			i, err = p.newReserveByClass(i)
+		default:
+			if !genericKeys[key] {
+				return p.fail(i, "Unrecognized key '"+key+"' in CUDA allocator config.")
+			}
+			i, err = p.skipKey(i)
+		}
+		if err != nil {
+			return err
+		}
+		if i+1 < len(p.toks) {
+			i++
+		}
+	}
+	return nil
+}
+
+// need is ConfigTokenizer's bounds assertion; it is also all that
+// checkToken enforces.
+func (p *parser) need(i int) *Error {
+	if !p.has(i) {
+		return p.fail(i, "Index out of bounds in ConfigTokenizer")
+	}
+	return nil
+}
+
+func (p *parser) toSizeT(i int) (uint64, *Error) {
+	if err := p.need(i); err != nil {
+		return 0, err
+	}
+	v, ne := stoull(p.tok(i), "stoull")
+	if ne != nil {
+		return 0, p.failNum(i, ne)
+	}
+	return v, nil
+}
+
+func (p *parser) toDouble(i int) (float64, *Error) {
+	if err := p.need(i); err != nil {
+		return 0, err
+	}
+	v, ne := stod(p.tok(i))
+	if ne != nil {
+		return 0, p.failNum(i, ne)
+	}
+	return v, nil
+}
+
+// skipKey passes over a key, its ":" and its value, which may be a list;
+// it returns the index of the value or of the closing "]".
+func (p *parser) skipKey(i int) (int, *Error) {
+	i++
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	i++
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	if p.tok(i) != "[" {
+		return i, nil
+	}
+	for i++; p.has(i) && p.tok(i) != "]"; i++ {
+	}
+	if !p.has(i) {
+		return i, p.fail(i, "Expected closing bracket ']' in ConfigTokenizer but reached end of config")
+	}
+	return i, nil
+}
+
+// newBool is checkToken(++i, ":") then toBool(++i).
+func (p *parser) newBool(i int, dst *bool) (int, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, err
+	}
+	i += 2
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	switch p.tok(i) {
+	case "True":
+		*dst = true
+	case "False":
+		*dst = false
+	default:
+		return i, p.fail(i, fmt.Sprintf("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", i, p.tok(i)))
+	}
+	return i, nil
+}
+
+// newSizeValue is checkToken(++i, ":") then toSizeT(++i).
+func (p *parser) newSizeValue(i int) (int, uint64, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, 0, err
+	}
+	v, err := p.toSizeT(i + 2)
+	return i + 2, v, err
+}
+
+func (p *parser) newUint(i int, dst *uint64) (int, *Error) {
+	i, v, err := p.newSizeValue(i)
+	if err == nil {
+		*dst = v
+	}
+	return i, err
+}
+
+// newSizeMB parses max_split_size_mb and max_non_split_rounding_mb: at least
+// 20 (kLargeBuffer in MB), clamped, times 1 MiB.
+func (p *parser) newSizeMB(i int, dst *uint64) (int, *Error) {
+	i, v, err := p.newSizeValue(i)
+	if err != nil {
+		return i, err
+	}
+	if v < 20 {
+		return i, p.fail(i, "CachingAllocator option "+p.option+" too small, must be >= 20")
+	}
+	*dst = min(v, maxMB) * MiB
+	return i, nil
+}
+
+// newLargeSegment parses large_segment_size_mb: more than 10 (kMinLargeAlloc
+// in MB), clamped, times 1 MiB.
+func (p *parser) newLargeSegment(i int) (int, *Error) {
+	i, v, err := p.newSizeValue(i)
+	if err != nil {
+		return i, err
+	}
+	if v <= 10 {
+		return i, p.fail(i, "CachingAllocator option large_segment_size_mb must be > 10 MB")
+	}
+	p.c.LargeSegmentSize = min(v, maxMB) * MiB
+	return i, nil
+}
+
+func (p *parser) newGCThreshold(i int) (int, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, err
+	}
+	i += 2
+	v, err := p.toDouble(i)
+	if err != nil {
+		return i, err
+	}
+	if !(v > 0 && v < 1.0) {
+		return i, p.fail(i, "garbage_collect_threshold is invalid, set it in (0.0, 1.0)")
+	}
+	p.c.GarbageCollectionThreshold = v
+	return i, nil
+}
+
+func (p *parser) newMemoryFraction(i int) (int, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, err
+	}
+	i += 2
+	v, err := p.toDouble(i)
+	if err != nil {
+		return i, err
+	}
+	if !(v >= 0 && v <= 1.0) {
+		return i, p.fail(i, "per_process_memory_fraction is invalid, set it in [0.0, 1.0]")
+	}
+	p.c.PerProcessMemoryFraction = v
+	return i, nil
+}
+
+func (p *parser) newRoundup(i int) (int, *Error) {
+	i++
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	i++
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	t := &p.c.RoundupPower2Divisions
+	if p.tok(i) != "[" {
+		v, err := p.toSizeT(i)
+		if err != nil {
+			return i, err
+		}
+		if !isPow2(v) {
+			return i, p.fail(i, "For roundups, the divisions has to be power of 2 ")
+		}
+		fillRoundup(t, 0, RoundupIntervals, v)
+		return i, nil
+	}
+	last, first := 0, true
+	for i++; p.has(i) && p.tok(i) != "]"; i++ {
+		key := i
+		if err := p.need(i + 1); err != nil {
+			return i + 1, err
+		}
+		i += 2
+		v, err := p.toSizeT(i)
+		if err != nil {
+			return i, err
+		}
+		if v != 0 && !isPow2(v) {
+			return i, p.fail(i, "For roundups, the divisions has to be power of 2 or 0 to disable roundup ")
+		}
+		if p.tok(key) == ">" {
+			// From last_index + 1: the last explicit entry keeps its value.
+			fillRoundup(t, last+1, RoundupIntervals, v)
+		} else {
+			k, err := p.toSizeT(key)
+			if err != nil {
+				return i, err
+			}
+			if !isPow2(k) {
+				return i, p.fail(key, "For roundups, the intervals have to be power of 2 ")
+			}
+			idx := roundupIndex(k)
+			if first {
+				fillRoundup(t, 0, idx, v)
+				first = false
+			}
+			t[idx] = v
+			last = idx
+		}
+		if err := p.need(i + 1); err != nil {
+			return i + 1, err
+		}
+		if p.tok(i+1) != "]" {
+			i++ // the "," is not checked, only its existence
+		}
+	}
+	if !p.has(i) {
+		return i, p.fail(i, "Expected closing bracket ']' in ConfigTokenizer but reached end of config")
+	}
+	return i, nil
+}
+
+func (p *parser) newBackend(i int) (int, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, err
+	}
+	i += 2
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	v := p.tok(i)
+	if v != BackendNative && v != BackendCudaMallocAsync {
+		return i, p.fail(i, "Unknown allocator backend, options are native and cudaMallocAsync")
+	}
+	if v != p.c.Backend {
+		return i, p.fail(i, "Allocator backend parsed at runtime != allocator backend parsed at load time, "+v+" != "+p.c.Backend)
+	}
+	return i, nil
+}
+
+func (p *parser) newRegisterThreads(i int) (int, *Error) {
+	i, v, err := p.newSizeValue(i)
+	if err != nil {
+		return i, err
+	}
+	if !isPow2(v) {
+		return i, p.fail(i, "Number of register threads has to be power of 2, got "+strconv.FormatUint(v, 10))
+	}
+	if v > maxRegisterThreads {
+		return i, p.fail(i, fmt.Sprintf("Number of register threads should be less than or equal to %d, got %d", maxRegisterThreads, v))
+	}
+	p.c.PinnedNumRegisterThreads = v
+	return i, nil
+}
+
+func (p *parser) newReserveSegment(i int) (int, *Error) {
+	i, v, err := p.newSizeValue(i)
+	if err != nil {
+		return i, err
+	}
+	if v == 0 {
+		return i, p.fail(i, "Pinned reserve segment size has to be greater than 0")
+	}
+	p.c.PinnedReserveSegmentSizeMB = v
+	return i, nil
+}
+
+// newReserve parses expandable_segments_reserve. PyTorch warns about a bad
+// value and keeps the previous one; there is no error to give.
+func (p *parser) newReserve(i int) (int, *Error) {
+	if err := p.need(i + 1); err != nil {
+		return i + 1, err
+	}
+	i += 2
+	if err := p.need(i); err != nil {
+		return i, err
+	}
+	if validReserve(p.tok(i)) {
+		p.c.ExpandableSegmentsReserve = p.tok(i)
+	}
+	return i, nil
+}
+
+// newReserveByClass parses expandable_segments_reserve_by_class:[name:v,...].
+// Neither the "[" nor the ":" is checked, bad values are dropped, and the
+// list replaces the previous one as a whole.
+func (p *parser) newReserveByClass(i int) (int, *Error) {
+	for range 2 {
+		i++
+		if err := p.need(i); err != nil {
+			return i, err
+		}
+	}
+	entries := map[string]string{}
+	for {
+		if err := p.need(i + 1); err != nil {
+			return i + 1, err
+		}
+		if p.tok(i+1) == "]" {
+			break
+		}
+		i++
+		name := p.tok(i)
+		for range 2 {
+			i++
+			if err := p.need(i); err != nil {
+				return i, err
+			}
+		}
+		if validReserve(p.tok(i)) {
+			entries[name] = p.tok(i)
+		}
+		if err := p.need(i + 1); err != nil {
+			return i + 1, err
+		}
+		if p.tok(i+1) == "," {
+			i++
+		}
+	}
+	names := make([]string, 0, len(entries))
+	for name := range entries {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for k, name := range names {
+		names[k] = name + ":" + entries[name]
+	}
+	p.c.ExpandableSegmentsReserveByClass = strings.Join(names, ",")
+	return i + 1, nil
+}
+
+// validReserve is parseReserveSpec's test: a positive finite number read by
+// an istringstream that must consume all of it, optionally followed by G or
+// g for GiB.
+func validReserve(tok string) bool {
+	num := tok
+	if n := len(num); n > 0 && (num[n-1] == 'G' || num[n-1] == 'g') {
+		num = num[:n-1]
+	}
+	i := 0
+	if i < len(num) && (num[i] == '+' || num[i] == '-') {
+		i++
+	}
+	end, _, hex, _ := scanCFloat(num, i)
+	if end != len(num) || hex {
+		return false
+	}
+	v, err := strconv.ParseFloat(num, 64)
+	return err == nil && !math.IsInf(v, 0) && v > 0
+}

@@ -1,0 +1,256 @@
+package allocator
+
+import "github.com/google/btree"
+
+// freeSet is a pool's set of free mapped blocks, in PyTorch's order
+// (stream, size, address), as BlockPool.blocks is.
+//
+// Training loops ask for the same sizes over and over, so the set is built
+// for the exact-size hit: a hash map from (stream, size) to a bucket holding
+// the free blocks of that size sorted by address, highest first, so that the
+// lowest address, which best fit takes, is at the end of the slice. The
+// ordered walks (lower bound when no block of the exact size is free,
+// next/previous in set order, whole-pool iteration) go through a B-tree over
+// the bucket keys. Buckets that empty stay in both indexes so that a block
+// taken and given back touches only the map; they are swept when they
+// outnumber the live ones.
+type freeSet struct {
+	buckets map[sizeKey]*bucket
+	index   *btree.BTreeG[*bucket]
+	pivot   bucket // search key for the B-tree, kept here to avoid allocating
+	empty   int    // buckets with no blocks
+	n       int    // blocks in the set
+}
+
+type sizeKey struct {
+	stream Stream
+	size   uint64
+}
+
+func (k sizeKey) less(o sizeKey) bool {
+	if k.stream != o.stream {
+		return k.stream < o.stream
+	}
+	return k.size < o.size
+}
+
+type bucket struct {
+	key    sizeKey
+	blocks []*Block // descending address: the lowest is last
+}
+
+func bucketLess(a, b *bucket) bool { return a.key.less(b.key) }
+
+func newFreeSet() freeSet {
+	return freeSet{
+		buckets: make(map[sizeKey]*bucket),
+		index:   btree.NewG(16, bucketLess),
+	}
+}
+
+func (s *freeSet) len() int { return s.n }
+
+// search returns the position of addr in a descending slice: the first index
+// whose address is not above addr.
+func search(bs []*Block, addr uint64) int {
+	lo, hi := 0, len(bs)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if bs[m].addr > addr {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func (s *freeSet) insert(b *Block) {
+	k := sizeKey{b.stream, b.size}
+	bk := s.buckets[k]
+	if bk == nil {
+		bk = &bucket{key: k}
+		s.buckets[k] = bk
+		s.index.ReplaceOrInsert(bk)
+	} else if len(bk.blocks) == 0 {
+		s.empty--
+	}
+	// Freed blocks are mostly at low addresses, near the end: a short move.
+	i := search(bk.blocks, b.addr)
+	bk.blocks = append(bk.blocks, nil)
+	copy(bk.blocks[i+1:], bk.blocks[i:])
+	bk.blocks[i] = b
+	s.n++
+}
+
+// remove deletes b, which must be in the set with its current size.
+func (s *freeSet) remove(b *Block) {
+	bk := s.buckets[sizeKey{b.stream, b.size}]
+	i := search(bk.blocks, b.addr)
+	if i == len(bk.blocks) || bk.blocks[i] != b {
+		panic("allocator: free set does not hold the block it is asked to remove")
+	}
+	copy(bk.blocks[i:], bk.blocks[i+1:])
+	bk.blocks[len(bk.blocks)-1] = nil
+	bk.blocks = bk.blocks[:len(bk.blocks)-1]
+	s.n--
+	if len(bk.blocks) == 0 {
+		s.empty++
+		if s.empty > 64 && s.empty > len(s.buckets)/2 {
+			s.sweep()
+		}
+	}
+}
+
+func (s *freeSet) sweep() {
+	for k, bk := range s.buckets {
+		if len(bk.blocks) == 0 {
+			delete(s.buckets, k)
+			s.index.Delete(bk)
+		}
+	}
+	s.empty = 0
+}
+
+// lowerBound returns the first block at or after (stream, size, 0) in set
+// order, whatever its stream, or nil.
+func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
+	k := sizeKey{stream, size}
+	if bk := s.buckets[k]; bk != nil && len(bk.blocks) > 0 {
+		return bk.blocks[len(bk.blocks)-1]
+	}
+	return s.firstFrom(k, false)
+}
+
+// firstFrom returns the lowest-address block of the first non-empty bucket
+// whose key is at or after k (strictly after with strict).
+func (s *freeSet) firstFrom(k sizeKey, strict bool) *Block {
+	var found *Block
+	s.pivot.key = k
+	s.index.AscendGreaterOrEqual(&s.pivot, func(bk *bucket) bool {
+		if len(bk.blocks) == 0 || (strict && bk.key == k) {
+			return true
+		}
+		found = bk.blocks[len(bk.blocks)-1]
+		return false
+	})
+	return found
+}
+
+// lastBefore returns the highest-address block of the last non-empty bucket
+// whose key is before k.
+func (s *freeSet) lastBefore(k sizeKey) *Block {
+	var found *Block
+	s.pivot.key = k
+	s.index.DescendLessOrEqual(&s.pivot, func(bk *bucket) bool {
+		if len(bk.blocks) == 0 || bk.key == k {
+			return true
+		}
+		found = bk.blocks[0]
+		return false
+	})
+	return found
+}
+
+// next returns the block after b in set order, or nil. b must be in the set.
+func (s *freeSet) next(b *Block) *Block {
+	k := sizeKey{b.stream, b.size}
+	bk := s.buckets[k]
+	if i := search(bk.blocks, b.addr); i > 0 {
+		return bk.blocks[i-1]
+	}
+	return s.firstFrom(k, true)
+}
+
+// prev returns the block before b in set order, or nil. b must be in the set.
+func (s *freeSet) prev(b *Block) *Block {
+	k := sizeKey{b.stream, b.size}
+	bk := s.buckets[k]
+	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
+		return bk.blocks[i+1]
+	}
+	return s.lastBefore(k)
+}
+
+// last returns the final block in set order, or nil.
+func (s *freeSet) last() *Block {
+	var found *Block
+	s.index.Descend(func(bk *bucket) bool {
+		if len(bk.blocks) == 0 {
+			return true
+		}
+		found = bk.blocks[0]
+		return false
+	})
+	return found
+}
+
+// appendAll appends every block in set order.
+func (s *freeSet) appendAll(dst []*Block) []*Block {
+	s.index.Ascend(func(bk *bucket) bool {
+		for i := len(bk.blocks) - 1; i >= 0; i-- {
+			dst = append(dst, bk.blocks[i])
+		}
+		return true
+	})
+	return dst
+}
+
+// contains reports whether b is in the set (for invariant checks).
+func (s *freeSet) contains(b *Block) bool {
+	bk := s.buckets[sizeKey{b.stream, b.size}]
+	if bk == nil {
+		return false
+	}
+	i := search(bk.blocks, b.addr)
+	return i < len(bk.blocks) && bk.blocks[i] == b
+}
+
+// unmappedSet holds a pool's unmapped expandable ranges ordered by (stream,
+// address), as BlockPool.unmapped does. There are few of them (about one per
+// expandable segment), so a sorted slice is enough.
+type unmappedSet struct {
+	blocks []*Block
+}
+
+func unmappedLess(a *Block, stream Stream, addr uint64) bool {
+	if a.stream != stream {
+		return a.stream < stream
+	}
+	return a.addr < addr
+}
+
+func (u *unmappedSet) lowerBound(stream Stream, addr uint64) int {
+	lo, hi := 0, len(u.blocks)
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		if unmappedLess(u.blocks[m], stream, addr) {
+			lo = m + 1
+		} else {
+			hi = m
+		}
+	}
+	return lo
+}
+
+func (u *unmappedSet) insert(b *Block) {
+	i := u.lowerBound(b.stream, b.addr)
+	u.blocks = append(u.blocks, nil)
+	copy(u.blocks[i+1:], u.blocks[i:])
+	u.blocks[i] = b
+}
+
+func (u *unmappedSet) remove(b *Block) {
+	i := u.lowerBound(b.stream, b.addr)
+	if i == len(u.blocks) || u.blocks[i] != b {
+		panic("allocator: unmapped set does not hold the block it is asked to remove")
+	}
+	copy(u.blocks[i:], u.blocks[i+1:])
+	u.blocks[len(u.blocks)-1] = nil
+	u.blocks = u.blocks[:len(u.blocks)-1]
+}
+
+func (u *unmappedSet) contains(b *Block) bool {
+	i := u.lowerBound(b.stream, b.addr)
+	return i < len(u.blocks) && u.blocks[i] == b
+}

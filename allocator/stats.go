@@ -1,0 +1,169 @@
+package allocator
+
+import (
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Stat is one PyTorch statistic: its current value, the peak since the last
+// ResetPeakStats, and the running totals of increases and decreases since
+// the last ResetAccumulatedStats.
+type Stat struct {
+	Current   int64
+	Peak      int64
+	Allocated int64
+	Freed     int64
+}
+
+func (s *Stat) increase(n int64) {
+	s.Current += n
+	if s.Current > s.Peak {
+		s.Peak = s.Current
+	}
+	s.Allocated += n
+}
+
+func (s *Stat) decrease(n int64) {
+	s.Current -= n
+	s.Freed += n
+}
+
+// Stat array indexes, PyTorch's StatType order.
+const (
+	StatAll   = 0 // "all"
+	StatSmall = 1 // "small_pool"
+	StatLarge = 2 // "large_pool"
+)
+
+// StatArray is a statistic kept for all pools together and per pool. The
+// pool is the one the block lives in, not the size of the request.
+type StatArray [3]Stat
+
+func (a *StatArray) increase(pool int, n int64) {
+	a[StatAll].increase(n)
+	a[pool].increase(n)
+}
+
+func (a *StatArray) decrease(pool int, n int64) {
+	a[StatAll].decrease(n)
+	a[pool].decrease(n)
+}
+
+// Stats mirrors torch.cuda.memory_stats(). See Map for the flattened keys.
+type Stats struct {
+	Allocation         StatArray // allocated blocks: + at hand-out, - at free request
+	Segment            StatArray // cudaMalloc'd segments (expandable mappings do not count)
+	Active             StatArray // allocated or pending-free blocks: - at free completion
+	InactiveSplit      StatArray // free blocks of split non-expandable segments
+	AllocatedBytes     StatArray
+	ReservedBytes      StatArray // cudaMalloc'd plus mapped bytes
+	ActiveBytes        StatArray
+	InactiveSplitBytes StatArray
+	RequestedBytes     StatArray // the callers' unrounded sizes of active blocks
+
+	OversizeAllocations Stat // allocated blocks of at least max_split_size
+	OversizeSegments    Stat // segments of at least max_split_size
+
+	NumAllocRetries   int64 // mallocs that released the whole cache and retried
+	NumOOMs           int64 // OutOfMemoryErrors raised by malloc
+	NumSyncAllStreams int64 // waits on all pending events (empty_cache, retries)
+	NumDeviceAlloc    int64 // cudaMalloc segments plus expandable map calls
+	NumDeviceFree     int64 // cudaFree calls plus expandable unmaps
+
+	// MaxSplitSize is max_split_size as PyTorch reports it: -1 when
+	// unlimited, frozen when the allocator is constructed.
+	MaxSplitSize int64
+}
+
+var poolNames = [3]string{"all", "small_pool", "large_pool"}
+var statFields = [4]string{"current", "peak", "allocated", "freed"}
+
+func (s Stat) values() [4]int64 { return [4]int64{s.Current, s.Peak, s.Allocated, s.Freed} }
+
+// Map returns the statistics flattened with PyTorch's key names, e.g.
+// "reserved_bytes.all.peak", "num_alloc_retries", "max_split_size".
+func (s *Stats) Map() map[string]int64 {
+	m := make(map[string]int64, 128)
+	arrays := []struct {
+		name string
+		a    *StatArray
+	}{
+		{"allocation", &s.Allocation}, {"segment", &s.Segment}, {"active", &s.Active},
+		{"inactive_split", &s.InactiveSplit}, {"allocated_bytes", &s.AllocatedBytes},
+		{"reserved_bytes", &s.ReservedBytes}, {"active_bytes", &s.ActiveBytes},
+		{"inactive_split_bytes", &s.InactiveSplitBytes}, {"requested_bytes", &s.RequestedBytes},
+	}
+	for _, ar := range arrays {
+		for p, pn := range poolNames {
+			v := ar.a[p].values()
+			for f, fn := range statFields {
+				m[ar.name+"."+pn+"."+fn] = v[f]
+			}
+		}
+	}
+	for _, st := range []struct {
+		name string
+		s    Stat
+	}{{"oversize_allocations", s.OversizeAllocations}, {"oversize_segments", s.OversizeSegments}} {
+		v := st.s.values()
+		for f, fn := range statFields {
+			m[st.name+"."+fn] = v[f]
+		}
+	}
+	m["num_alloc_retries"] = s.NumAllocRetries
+	m["num_ooms"] = s.NumOOMs
+	m["num_sync_all_streams"] = s.NumSyncAllStreams
+	m["num_device_alloc"] = s.NumDeviceAlloc
+	m["num_device_free"] = s.NumDeviceFree
+	m["max_split_size"] = s.MaxSplitSize
+	return m
+}
+
+// Keys returns the keys of Map sorted as memory_stats() sorts them.
+func (s *Stats) Keys() []string {
+	m := s.Map()
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// String renders the flattened statistics one "key: value" per line.
+func (s *Stats) String() string {
+	m := s.Map()
+	var b strings.Builder
+	for _, k := range s.Keys() {
+		b.WriteString(k)
+		b.WriteString(": ")
+		b.WriteString(strconv.FormatInt(m[k], 10))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func (s *Stats) resetPeak() {
+	for _, a := range []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit,
+		&s.AllocatedBytes, &s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes} {
+		for i := range a {
+			a[i].Peak = a[i].Current
+		}
+	}
+	s.OversizeAllocations.Peak = s.OversizeAllocations.Current
+	s.OversizeSegments.Peak = s.OversizeSegments.Current
+}
+
+func (s *Stats) resetAccumulated() {
+	for _, a := range []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit,
+		&s.AllocatedBytes, &s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes} {
+		for i := range a {
+			a[i].Allocated, a[i].Freed = 0, 0
+		}
+	}
+	for _, st := range []*Stat{&s.OversizeAllocations, &s.OversizeSegments} {
+		st.Allocated, st.Freed = 0, 0
+	}
+	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams, s.NumDeviceAlloc, s.NumDeviceFree = 0, 0, 0, 0, 0
+}
