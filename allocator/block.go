@@ -19,7 +19,8 @@ type Block struct {
 	eventCount int32 // outstanding record-stream events
 	streamUses []Stream
 
-	gcCountBase uint64 // pool.getFreeBlocksCallCount when it became free
+	gcCountBase uint64  // pool.getFreeBlocksCallCount when it became free
+	bucket      *bucket // the free-set bucket it is in, or was last in (a hint)
 }
 
 // Addr is the block's device address.

@@ -209,21 +209,24 @@ func (s *freeSet) check() error {
 	n := 0
 	empty := 0
 	for k, bk := range s.buckets {
-		if bk.key != k {
-			return fmt.Errorf("bucket %v filed under %v", bk.key, k)
+		if bk.packed != k || s.packKey(bk.key.stream, bk.key.size) != k || bk.dead {
+			return fmt.Errorf("bucket %v filed under %#x", bk.key, k)
 		}
 		if !s.index.Has(bk) {
-			return fmt.Errorf("bucket %v missing from the index", k)
+			return fmt.Errorf("bucket %v missing from the index", bk.key)
 		}
 		if len(bk.blocks) == 0 {
 			empty++
 		}
 		for i, b := range bk.blocks {
-			if b.stream != k.stream || b.size != k.size {
-				return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, k)
+			if b.stream != bk.key.stream || b.size != bk.key.size {
+				return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, bk.key)
 			}
 			if i > 0 && bk.blocks[i-1].addr <= b.addr {
-				return fmt.Errorf("bucket %v not in descending address order", k)
+				return fmt.Errorf("bucket %v not in descending address order", bk.key)
+			}
+			if b.bucket != bk {
+				return fmt.Errorf("block %#x does not name its bucket", b.addr)
 			}
 		}
 		n += len(bk.blocks)

@@ -15,11 +15,19 @@ import "github.com/google/btree"
 // taken and given back touches only the map; they are swept when they
 // outnumber the live ones.
 type freeSet struct {
-	buckets map[sizeKey]*bucket
+	buckets map[uint64]*bucket // by packed key, see packKey
 	index   *btree.BTreeG[*bucket]
 	pivot   bucket // search key for the B-tree, kept here to avoid allocating
 	empty   int    // buckets with no blocks
 	n       int    // blocks in the set
+
+	// Streams are numbered densely so that (stream, size) packs into one
+	// word, which Go's maps hash several times faster than a struct.
+	streamIDs  map[Stream]uint64
+	lastStream Stream
+	lastID     uint64
+
+	spare []*bucket // swept buckets, reused with their slices
 }
 
 type sizeKey struct {
@@ -36,16 +44,44 @@ func (k sizeKey) less(o sizeKey) bool {
 
 type bucket struct {
 	key    sizeKey
+	packed uint64
 	blocks []*Block // descending address: the lowest is last
+	dead   bool     // swept out of the set; blocks may still name it as a hint
 }
 
 func bucketLess(a, b *bucket) bool { return a.key.less(b.key) }
 
 func newFreeSet() freeSet {
 	return freeSet{
-		buckets: make(map[sizeKey]*bucket),
-		index:   btree.NewG(16, bucketLess),
+		buckets:   make(map[uint64]*bucket),
+		index:     btree.NewWithFreeListG(16, bucketLess, btree.NewFreeListG[*bucket](64)),
+		streamIDs: map[Stream]uint64{0: 0},
 	}
+}
+
+// packKey packs (stream, size) into one word: the stream's number above bit
+// 41 and size/512 below, which holds every block size under 1 PiB (block
+// sizes are multiples of 512; CheckInvariants verifies it).
+func (s *freeSet) packKey(stream Stream, size uint64) uint64 {
+	if stream != s.lastStream {
+		id, ok := s.streamIDs[stream]
+		if !ok {
+			id = uint64(len(s.streamIDs))
+			s.streamIDs[stream] = id
+		}
+		s.lastStream, s.lastID = stream, id
+	}
+	return s.lastID<<41 | size>>9
+}
+
+// bucketFor returns the live bucket for b's current size, using the bucket b
+// was last in as a hint: a block freed at the size it was taken at needs no
+// lookup.
+func (s *freeSet) bucketFor(b *Block) *bucket {
+	if h := b.bucket; h != nil && !h.dead && h.key.size == b.size && h.key.stream == b.stream {
+		return h
+	}
+	return s.buckets[s.packKey(b.stream, b.size)]
 }
 
 func (s *freeSet) len() int { return s.n }
@@ -66,11 +102,16 @@ func search(bs []*Block, addr uint64) int {
 }
 
 func (s *freeSet) insert(b *Block) {
-	k := sizeKey{b.stream, b.size}
-	bk := s.buckets[k]
+	bk := s.bucketFor(b)
 	if bk == nil {
-		bk = &bucket{key: k}
-		s.buckets[k] = bk
+		if n := len(s.spare); n > 0 {
+			bk = s.spare[n-1]
+			s.spare = s.spare[:n-1]
+		} else {
+			bk = &bucket{}
+		}
+		bk.key, bk.packed, bk.dead = sizeKey{b.stream, b.size}, s.packKey(b.stream, b.size), false
+		s.buckets[bk.packed] = bk
 		s.index.ReplaceOrInsert(bk)
 	} else if len(bk.blocks) == 0 {
 		s.empty--
@@ -80,12 +121,13 @@ func (s *freeSet) insert(b *Block) {
 	bk.blocks = append(bk.blocks, nil)
 	copy(bk.blocks[i+1:], bk.blocks[i:])
 	bk.blocks[i] = b
+	b.bucket = bk
 	s.n++
 }
 
 // remove deletes b, which must be in the set with its current size.
 func (s *freeSet) remove(b *Block) {
-	bk := s.buckets[sizeKey{b.stream, b.size}]
+	bk := b.bucket
 	i := search(bk.blocks, b.addr)
 	if i == len(bk.blocks) || bk.blocks[i] != b {
 		panic("allocator: free set does not hold the block it is asked to remove")
@@ -107,6 +149,10 @@ func (s *freeSet) sweep() {
 		if len(bk.blocks) == 0 {
 			delete(s.buckets, k)
 			s.index.Delete(bk)
+			bk.dead = true
+			if len(s.spare) < 1024 {
+				s.spare = append(s.spare, bk)
+			}
 		}
 	}
 	s.empty = 0
@@ -115,11 +161,10 @@ func (s *freeSet) sweep() {
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
-	k := sizeKey{stream, size}
-	if bk := s.buckets[k]; bk != nil && len(bk.blocks) > 0 {
+	if bk := s.buckets[s.packKey(stream, size)]; bk != nil && len(bk.blocks) > 0 {
 		return bk.blocks[len(bk.blocks)-1]
 	}
-	return s.firstFrom(k, false)
+	return s.firstFrom(sizeKey{stream, size}, false)
 }
 
 // firstFrom returns the lowest-address block of the first non-empty bucket
@@ -154,22 +199,20 @@ func (s *freeSet) lastBefore(k sizeKey) *Block {
 
 // next returns the block after b in set order, or nil. b must be in the set.
 func (s *freeSet) next(b *Block) *Block {
-	k := sizeKey{b.stream, b.size}
-	bk := s.buckets[k]
+	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i > 0 {
 		return bk.blocks[i-1]
 	}
-	return s.firstFrom(k, true)
+	return s.firstFrom(bk.key, true)
 }
 
 // prev returns the block before b in set order, or nil. b must be in the set.
 func (s *freeSet) prev(b *Block) *Block {
-	k := sizeKey{b.stream, b.size}
-	bk := s.buckets[k]
+	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
 		return bk.blocks[i+1]
 	}
-	return s.lastBefore(k)
+	return s.lastBefore(bk.key)
 }
 
 // last returns the final block in set order, or nil.
@@ -198,7 +241,7 @@ func (s *freeSet) appendAll(dst []*Block) []*Block {
 
 // contains reports whether b is in the set (for invariant checks).
 func (s *freeSet) contains(b *Block) bool {
-	bk := s.buckets[sizeKey{b.stream, b.size}]
+	bk := s.buckets[s.packKey(b.stream, b.size)]
 	if bk == nil {
 		return false
 	}
