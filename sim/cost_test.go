@@ -1,0 +1,136 @@
+package sim_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/sim"
+)
+
+// binaryCosts gives every kind a distinct power of two nanoseconds, so any
+// miscount shows in the total.
+func binaryCosts() sim.CostModel {
+	return sim.CostModel{
+		Malloc: 1, Free: 2, DeviceSync: 4, MemGetInfo: 8,
+		EventRecord: 16, EventQuery: 32, EventSync: 64, StreamSync: 128,
+		AddressReserve: 256, AddressFree: 512, CreatePage: 1024, Map: 2048,
+		SetAccess: 4096, Unmap: 8192, Release: 16384,
+	}
+}
+
+func TestCostCountersForAKnownSequence(t *testing.T) {
+	costs := binaryCosts()
+	g := newGPU(t, 100*miB, func(o *sim.Options) { o.Costs = costs })
+	p := newProcess(t, g)
+
+	seg, err := p.Malloc(20 * miB)
+	require.NoError(t, err)
+	_, err = p.Malloc(200 * miB) // fails: charged, no effect
+	require.Error(t, err)
+	require.NoError(t, p.Free(seg))
+	require.Error(t, p.Free(seg)) // fails before the sync: no DeviceSync
+	_, _, err = p.MemGetInfo()
+	require.NoError(t, err)
+	e := record(t, p, 1)
+	query(t, p, e)
+	require.NoError(t, p.SynchronizeEvent(e))
+	require.NoError(t, p.SynchronizeStream(1))
+	va, err := p.ReserveAddress(20 * miB)
+	require.NoError(t, err)
+	h, err := p.CreatePage(20 * miB)
+	require.NoError(t, err)
+	require.NoError(t, p.Map(va, h))
+	require.NoError(t, p.SetAccess(va, 20*miB))
+	require.NoError(t, p.Unmap(va, 20*miB))
+	require.NoError(t, p.Release(h))
+	require.NoError(t, p.FreeAddress(va, 20*miB))
+
+	c := p.Counters()
+	assert.Equal(t, sim.Counter{Calls: 2, Failures: 1, Time: 2}, c.Get(sim.CallMalloc))
+	assert.Equal(t, sim.Counter{Calls: 2, Failures: 1, Time: 4}, c.Get(sim.CallFree))
+	assert.Equal(t, sim.Counter{Calls: 1, Time: 4}, c.Get(sim.CallDeviceSync))
+	var want time.Duration
+	for _, call := range sim.Calls() {
+		switch call {
+		case sim.CallMalloc, sim.CallFree:
+			want += 2 * costs.Of(call)
+		default:
+			want += costs.Of(call)
+			assert.Equal(t, sim.Counter{Calls: 1, Time: costs.Of(call)}, c.Get(call), call)
+		}
+	}
+	assert.Equal(t, sim.Counter{Calls: 17, Failures: 2, Time: want}, c.Total)
+	assert.Equal(t, time.Duration(1+2+4+8+16+32+64+128+256+512+1024+2048+4096+8192+16384)+1+2, want)
+
+	// The GPU's tally sums its processes, closed ones included.
+	q := newProcess(t, g)
+	_, err = q.Malloc(2 * miB)
+	require.NoError(t, err)
+	require.NoError(t, p.Close())
+	_, err = p.Malloc(2 * miB) // a closed process makes no calls
+	require.Error(t, err)
+	gc := g.Counters()
+	assert.Equal(t, sim.Counter{Calls: 3, Failures: 1, Time: 3}, gc.Get(sim.CallMalloc))
+	assert.Equal(t, want+1, gc.Total.Time)
+	assert.Equal(t, uint64(18), gc.Total.Calls)
+}
+
+func TestCostCountersChargeFaultsAndStickyCalls(t *testing.T) {
+	g := newGPU(t, giB, func(o *sim.Options) { o.Costs = binaryCosts() })
+	p := newProcess(t, g)
+	p.FailMalloc(1)
+	_, err := p.Malloc(2 * miB)
+	require.Error(t, err)
+	p.InjectStickyError("")
+	_, err = p.Malloc(2 * miB)
+	require.Error(t, err)
+	assert.Equal(t, sim.Counter{Calls: 2, Failures: 2, Time: 2}, p.Counters().Get(sim.CallMalloc))
+}
+
+// TestDefaultCostsMatchPriorArt pins the published figures and the sums
+// reports rely on.
+func TestDefaultCostsMatchPriorArt(t *testing.T) {
+	c := sim.DefaultCosts()
+	assert.Equal(t, 193*time.Microsecond, c.CreatePage)
+	assert.Equal(t, 1450*time.Nanosecond, c.Map)
+	assert.Equal(t, 36*time.Microsecond, c.SetAccess)
+	assert.Equal(t, 25600*time.Nanosecond, c.Unmap)
+	assert.Equal(t, 19*time.Microsecond, c.AddressReserve)
+	for _, call := range sim.Calls() {
+		assert.Positive(t, c.Of(call), call)
+	}
+
+	// Mapping a fresh 2 MiB page costs about 230 µs (prior-art §4.3).
+	g := newGPU(t, giB)
+	p := newProcess(t, g)
+	va, err := p.ReserveAddress(2 * miB)
+	require.NoError(t, err)
+	before := p.Counters().Total.Time
+	h, err := p.CreatePage(2 * miB)
+	require.NoError(t, err)
+	require.NoError(t, p.Map(va, h))
+	require.NoError(t, p.SetAccess(va, 2*miB))
+	assert.Equal(t, 230450*time.Nanosecond, p.Counters().Total.Time-before)
+
+	// An uncached cudaMalloc/cudaFree pair pays the device sync too.
+	before = p.Counters().Total.Time
+	seg, err := p.Malloc(2 * miB)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(seg))
+	assert.Equal(t, c.Malloc+c.Free+c.DeviceSync, p.Counters().Total.Time-before)
+}
+
+func TestCountersAdd(t *testing.T) {
+	var sum sim.Counters
+	a := sim.Counters{ByCall: map[sim.Call]sim.Counter{sim.CallMalloc: {Calls: 1, Time: 5}}, Total: sim.Counter{Calls: 1, Time: 5}}
+	b := sim.Counters{ByCall: map[sim.Call]sim.Counter{sim.CallMalloc: {Calls: 2, Failures: 1, Time: 7}, sim.CallFree: {Calls: 1, Time: 1}}, Total: sim.Counter{Calls: 3, Failures: 1, Time: 8}}
+	sum.Add(a)
+	sum.Add(b)
+	assert.Equal(t, sim.Counter{Calls: 3, Failures: 1, Time: 12}, sum.Get(sim.CallMalloc))
+	assert.Equal(t, sim.Counter{Calls: 1, Time: 1}, sum.Get(sim.CallFree))
+	assert.Equal(t, sim.Counter{Calls: 4, Failures: 1, Time: 13}, sum.Total)
+	assert.Equal(t, sim.Counter{Calls: 1, Time: 5}, a.Get(sim.CallMalloc), "Add does not touch its argument")
+}
