@@ -2,10 +2,7 @@ package config
 
 import (
 	"fmt"
-	"math"
-	"sort"
 	"strconv"
-	"strings"
 )
 
 // The new dialect: AcceleratorAllocatorConfig::parseArgs (runGeneric) and
@@ -113,79 +110,6 @@ func (p *parser) runCUDA() error {
 		}
 	}
 	return nil
-}
-
-// need is ConfigTokenizer's bounds assertion; it is also all that
-// checkToken enforces.
-func (p *parser) need(i int) *Error {
-	if !p.has(i) {
-		return p.fail(i, "Index out of bounds in ConfigTokenizer")
-	}
-	return nil
-}
-
-func (p *parser) toSizeT(i int) (uint64, *Error) {
-	if err := p.need(i); err != nil {
-		return 0, err
-	}
-	v, ne := stoull(p.tok(i), "stoull")
-	if ne != nil {
-		return 0, p.failNum(i, ne)
-	}
-	return v, nil
-}
-
-func (p *parser) toDouble(i int) (float64, *Error) {
-	if err := p.need(i); err != nil {
-		return 0, err
-	}
-	v, ne := stod(p.tok(i))
-	if ne != nil {
-		return 0, p.failNum(i, ne)
-	}
-	return v, nil
-}
-
-// skipKey passes over a key, its ":" and its value, which may be a list;
-// it returns the index of the value or of the closing "]".
-func (p *parser) skipKey(i int) (int, *Error) {
-	i++
-	if err := p.need(i); err != nil {
-		return i, err
-	}
-	i++
-	if err := p.need(i); err != nil {
-		return i, err
-	}
-	if p.tok(i) != "[" {
-		return i, nil
-	}
-	for i++; p.has(i) && p.tok(i) != "]"; i++ {
-	}
-	if !p.has(i) {
-		return i, p.fail(i, "Expected closing bracket ']' in ConfigTokenizer but reached end of config")
-	}
-	return i, nil
-}
-
-// newBool is checkToken(++i, ":") then toBool(++i).
-func (p *parser) newBool(i int, dst *bool) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	if err := p.need(i); err != nil {
-		return i, err
-	}
-	switch p.tok(i) {
-	case "True":
-		*dst = true
-	case "False":
-		*dst = false
-	default:
-		return i, p.fail(i, fmt.Sprintf("Expected 'True' or 'False' at index %d in ConfigTokenizer but got '%s'", i, p.tok(i)))
-	}
-	return i, nil
 }
 
 // newSizeValue is checkToken(++i, ":") then toSizeT(++i).
@@ -375,88 +299,4 @@ func (p *parser) newReserveSegment(i int) (int, *Error) {
 	}
 	p.c.PinnedReserveSegmentSizeMB = v
 	return i, nil
-}
-
-// newReserve parses expandable_segments_reserve. PyTorch warns about a bad
-// value and keeps the previous one; there is no error to give.
-func (p *parser) newReserve(i int) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	if err := p.need(i); err != nil {
-		return i, err
-	}
-	if validReserve(p.tok(i)) {
-		p.c.ExpandableSegmentsReserve = p.tok(i)
-	}
-	return i, nil
-}
-
-// newReserveByClass parses expandable_segments_reserve_by_class:[name:v,...].
-// Neither the "[" nor the ":" is checked, bad values are dropped, and the
-// list replaces the previous one as a whole.
-func (p *parser) newReserveByClass(i int) (int, *Error) {
-	for range 2 {
-		i++
-		if err := p.need(i); err != nil {
-			return i, err
-		}
-	}
-	entries := map[string]string{}
-	for {
-		if err := p.need(i + 1); err != nil {
-			return i + 1, err
-		}
-		if p.tok(i+1) == "]" {
-			break
-		}
-		i++
-		name := p.tok(i)
-		for range 2 {
-			i++
-			if err := p.need(i); err != nil {
-				return i, err
-			}
-		}
-		if validReserve(p.tok(i)) {
-			entries[name] = p.tok(i)
-		}
-		if err := p.need(i + 1); err != nil {
-			return i + 1, err
-		}
-		if p.tok(i+1) == "," {
-			i++
-		}
-	}
-	names := make([]string, 0, len(entries))
-	for name := range entries {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for k, name := range names {
-		names[k] = name + ":" + entries[name]
-	}
-	p.c.ExpandableSegmentsReserveByClass = strings.Join(names, ",")
-	return i + 1, nil
-}
-
-// validReserve is parseReserveSpec's test: a positive finite number read by
-// an istringstream that must consume all of it, optionally followed by G or
-// g for GiB.
-func validReserve(tok string) bool {
-	num := tok
-	if n := len(num); n > 0 && (num[n-1] == 'G' || num[n-1] == 'g') {
-		num = num[:n-1]
-	}
-	i := 0
-	if i < len(num) && (num[i] == '+' || num[i] == '-') {
-		i++
-	}
-	end, _, hex, _ := scanCFloat(num, i)
-	if end != len(num) || hex {
-		return false
-	}
-	v, err := strconv.ParseFloat(num, 64)
-	return err == nil && !math.IsInf(v, 0) && v > 0
 }

@@ -24,10 +24,10 @@ const (
 func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	c := Default()
 	var generic, device *string
+	envVar := ""
 	for _, name := range []string{EnvAllocConf, EnvCudaAllocConf, EnvHipAllocConf} {
 		if v, ok := lookup(name); ok {
-			generic = &v
-			c.EnvVar = name
+			generic, envVar = &v, name
 			break
 		}
 	}
@@ -42,5 +42,6 @@ func FromEnv(lookup func(string) (string, bool)) (Config, error) {
 	}
 	// On error c is still the defaults, with EnvVar naming the culprit.
 	err := c.apply(generic, device)
+	c.EnvVar = envVar
 	return c, err
 }

@@ -13,7 +13,7 @@ package config
 // roundup_power2_divisions (all 0) and garbage_collection_threshold (0);
 // every other option keeps its value unless the string names it.
 //
-// The two dialects are two different programs, ported here one to a file:
+// The two dialects are two different programs, ported here separately:
 //
 // DialectOld (dialect_old.go) is CUDAAllocatorConfig::parseArgs of PyTorch
 // 2.0 to 2.8: one pass, consumeToken really checks each ":" and ",", a
@@ -26,7 +26,7 @@ package config
 // throw_on_cudamalloc_oom, pinned_free_catch_all, pinned_max_*,
 // expandable_segments_reserve*): they are unrecognized.
 //
-// DialectNew (dialect_new.go) is PyTorch 2.9's
+// DialectNew (dialect_new.go, with tokenizer.go and reserve.go) is PyTorch 2.9's
 // AcceleratorAllocatorConfig::parseArgs followed by the CUDA hook
 // CUDAAllocatorConfig::parseArgs, each a full pass over the same tokens: the
 // first parses the device-independent keys and skips the rest, the second
@@ -48,9 +48,14 @@ package config
 // Backend: PyTorch picks the allocator backend once, at library load, by a
 // separate scan of the settings string (backend.go), and each parse only
 // checks that a backend option agrees with it. Apply plays that load on a
-// Config that has no Source yet; after that, naming another backend fails
-// with "Allocator backend parsed at runtime != allocator backend parsed at
-// load time".
+// Config that has neither Source nor EnvVar yet; after that, naming another
+// backend fails with "Allocator backend parsed at runtime != allocator
+// backend parsed at load time".
+//
+// Unknown keys and bad values are errors, with two exceptions that PyTorch
+// has too: a bad expandable_segments_reserve value only warns there and is
+// ignored here, and FromEnv cannot see keys in a variable the CUDA parser
+// does not read (see FromEnv).
 
 // Parse reads a settings string into a fresh Config in the new dialect.
 func Parse(s string) (Config, error) {
@@ -78,7 +83,9 @@ func (c *Config) Apply(s string) error {
 // in opposite orders.
 func (c *Config) apply(generic, device *string) error {
 	n := *c
-	if n.Source == "" && device != nil {
+	// A Config with no settings string of its own stands for a process
+	// whose allocator has not been loaded yet.
+	if n.Source == "" && n.EnvVar == "" && device != nil {
 		if b, ok := loadTimeBackend(*device); ok {
 			n.Backend = b
 		}

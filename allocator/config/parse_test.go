@@ -42,7 +42,6 @@ var acceptCases = []acceptCase{
 	{"", both, func(c *Config) {}},
 	{"backend:native", both, func(c *Config) {}},
 	{"backend:cudaMallocAsync", both, func(c *Config) { c.Backend = BackendCudaMallocAsync }},
-	{"backend::cudaMallocAsync", newOnly, func(c *Config) { c.Backend = BackendCudaMallocAsync }},
 
 	{"max_split_size_mb:21", both, func(c *Config) { c.MaxSplitSize = 21 * MiB }},
 	{"max_split_size_mb:20", newOnly, func(c *Config) { c.MaxSplitSize = 20 * MiB }},
@@ -67,7 +66,9 @@ var acceptCases = []acceptCase{
 	// An unclosed list is accepted by the old parser: its loop just runs
 	// out of tokens.
 	{"roundup_power2_divisions:[", oldOnly, func(c *Config) {}},
-	{"roundup_power2_divisions:[64:8,", oldOnly, roundupAll(8)},
+	{"roundup_power2_divisions:[64:8,", oldOnly, func(c *Config) {
+		fillRoundup(&c.RoundupPower2Divisions, 0, 7, 8)
+	}},
 
 	{"garbage_collection_threshold:0.6", both, func(c *Config) { c.GarbageCollectionThreshold = 0.6 }},
 	{"garbage_collection_threshold:6e-1", both, func(c *Config) { c.GarbageCollectionThreshold = 0.6 }},
