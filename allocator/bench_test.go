@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim"
 )
 
@@ -14,23 +13,7 @@ import (
 // figures and the command that produced them are in docs/allocator.md.
 
 func benchAllocator(b *testing.B, conf string) (*allocator.Allocator, *sim.Process) {
-	b.Helper()
-	gpu, err := sim.NewGPU(sim.Options{Capacity: 80 << 30, NoContextOverhead: true})
-	if err != nil {
-		b.Fatal(err)
-	}
-	proc, err := gpu.NewProcess()
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg, err := config.Parse(conf)
-	if err != nil {
-		b.Fatal(err)
-	}
-	a, err := allocator.New(proc, cfg)
-	if err != nil {
-		b.Fatal(err)
-	}
+	_, proc, a, _ := simAllocator(b, sim.Options{Capacity: 80 << 30, NoContextOverhead: true}, conf)
 	return a, proc
 }
 

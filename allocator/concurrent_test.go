@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim"
 )
 
@@ -19,22 +18,8 @@ import (
 func TestConcurrentCallers(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:True"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			gpu, err := sim.NewGPU(sim.Options{Capacity: 2 << 30, NoContextOverhead: true, EventsCompleteImmediately: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			proc, err := gpu.NewProcess()
-			if err != nil {
-				t.Fatal(err)
-			}
-			cfg, err := config.Parse(conf)
-			if err != nil {
-				t.Fatal(err)
-			}
-			a, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, _, a, _ := simAllocator(t, sim.Options{Capacity: 2 << 30, NoContextOverhead: true, EventsCompleteImmediately: true},
+				conf, allocator.WithInvariantChecks())
 			var traced sync.Map
 			a.AddObserver(func(e allocator.TraceEntry) { traced.Store(e.Action, true) })
 

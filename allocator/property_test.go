@@ -51,23 +51,31 @@ type driver struct {
 	steps int
 }
 
-func newDriver(t testing.TB, conf string, capacity uint64) *driver {
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+// simAllocator returns an allocator with the settings conf on a new process
+// of a new simulated GPU.
+func simAllocator(tb testing.TB, o sim.Options, conf string, opts ...allocator.Option) (*sim.GPU, *sim.Process, *allocator.Allocator, config.Config) {
+	tb.Helper()
+	gpu, err := sim.NewGPU(o)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	proc, err := gpu.NewProcess()
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	cfg, err := config.Parse(conf)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	a, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
+	a, err := allocator.New(proc, cfg, opts...)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return gpu, proc, a, cfg
+}
+
+func newDriver(t testing.TB, conf string, capacity uint64) *driver {
+	gpu, proc, a, cfg := simAllocator(t, sim.Options{Capacity: capacity, NoContextOverhead: true}, conf, allocator.WithInvariantChecks())
 	return &driver{t: t, gpu: gpu, proc: proc, a: a, cfg: cfg}
 }
 

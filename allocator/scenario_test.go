@@ -103,7 +103,7 @@ func (s *scenario) run(t *testing.T, c *datadriven.Case) string {
 		}
 		out = errText(s.alloc.SetMemoryFraction(f))
 	case "conf":
-		if err := s.cfg.Apply(s.rest(c)); err != nil {
+		if err := s.cfg.Apply(c.ArgString()); err != nil {
 			out = "error: " + err.Error()
 		} else {
 			out = errText(s.alloc.SetConfig(s.cfg))
@@ -328,18 +328,6 @@ func (s *scenario) word(t *testing.T, c *datadriven.Case, i int) string {
 	}
 	c.Fatalf(t, "missing argument %d", i+1)
 	return ""
-}
-
-func (s *scenario) rest(c *datadriven.Case) string {
-	var parts []string
-	for _, a := range c.Args {
-		if a.HasVal {
-			parts = append(parts, a.Key+"="+a.Val)
-		} else {
-			parts = append(parts, a.Key)
-		}
-	}
-	return strings.Join(parts, " ")
 }
 
 func (s *scenario) wordUint(t *testing.T, c *datadriven.Case, i int) uint64 {

@@ -106,7 +106,15 @@ func Walk(t *testing.T, path string, fn func(t *testing.T, c *Case) string) {
 }
 
 func (c *Case) line() string {
-	parts := []string{c.Cmd}
+	if len(c.Args) == 0 {
+		return c.Cmd
+	}
+	return c.Cmd + " " + c.ArgString()
+}
+
+// ArgString is the arguments as written, space separated.
+func (c *Case) ArgString() string {
+	var parts []string
 	for _, a := range c.Args {
 		if a.HasVal {
 			parts = append(parts, a.Key+"="+a.Val)
