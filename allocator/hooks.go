@@ -63,11 +63,16 @@ type observerEntry struct {
 	fn Observer
 }
 
+// record is small enough to inline, so that with no observer a trace point
+// costs one length check.
 func (a *Allocator) record(action Action, addr, size uint64, stream Stream) {
-	if len(a.observers) == 0 {
-		return
+	if len(a.observers) != 0 {
+		a.emit(TraceEntry{Action: action, Addr: addr, Size: size, Stream: stream})
 	}
-	e := TraceEntry{Action: action, Addr: addr, Size: size, Stream: stream}
+}
+
+//go:noinline
+func (a *Allocator) emit(e TraceEntry) {
 	for _, o := range a.observers {
 		o.fn(e)
 	}

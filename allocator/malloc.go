@@ -223,10 +223,7 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 		return a.fail(err)
 	}
 	if len(a.observers) != 0 {
-		e := TraceEntry{Action: ActionOOM, Size: p.size, Stream: p.stream, DeviceFree: free}
-		for _, o := range a.observers {
-			o.fn(e)
-		}
+		a.emit(TraceEntry{Action: ActionOOM, Size: p.size, Stream: p.stream, DeviceFree: free})
 	}
 	a.stats.NumOOMs++
 	e := &OutOfMemoryError{
