@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/memreplay/memreplay/allocator/config"
@@ -38,8 +40,11 @@ type Allocator struct {
 	observers      []observerEntry
 	nextObserverID int
 
-	fatal error    // a sticky device error; every later call returns it
-	spare []*Block // recycled block objects
+	fatal         error // a sticky device error; every later call returns it
+	oversizeDrift bool  // max_split_size changed at run time: oversize stats are PyTorch's, not recomputable
+
+	accumulatedReset bool     // ResetAccumulatedStats was called: allocated - freed no longer equals current
+	spare            []*Block // recycled block objects
 }
 
 // pool is a BlockPool: the free set and the unmapped ranges of one size
@@ -142,6 +147,12 @@ func (a *Allocator) SetConfig(cfg config.Config) error {
 	if err := a.validate(&cfg); err != nil {
 		return err
 	}
+	if cfg.MaxSplitSize != a.cfg.MaxSplitSize {
+		// PyTorch's oversize counters drift from here on: blocks are
+		// counted out against the new limit, not the one they were
+		// counted in under.
+		a.oversizeDrift = true
+	}
 	a.cfg = cfg
 	return nil
 }
@@ -174,6 +185,7 @@ func (a *Allocator) ResetAccumulatedStats() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.stats.resetAccumulated()
+	a.accumulatedReset = true
 }
 
 // SetMemoryFraction limits this allocator to fraction of the device's total
@@ -186,9 +198,31 @@ func (a *Allocator) SetMemoryFraction(fraction float64) error {
 	return a.setMemoryFraction(fraction)
 }
 
+// pyFloat formats f as Python's repr does, for PyTorch's messages.
+func pyFloat(f float64) string {
+	switch {
+	case math.IsInf(f, 1):
+		return "inf"
+	case math.IsInf(f, -1):
+		return "-inf"
+	case math.IsNaN(f):
+		return "nan"
+	}
+	// repr uses positional notation from 1e-4 up to 1e16.
+	format := byte('e')
+	if a := math.Abs(f); a == 0 || (a >= 1e-4 && a < 1e16) {
+		format = 'f'
+	}
+	s := strconv.FormatFloat(f, format, -1, 64)
+	if !strings.ContainsAny(s, ".en") {
+		s += ".0"
+	}
+	return s
+}
+
 func (a *Allocator) setMemoryFraction(fraction float64) error {
 	if !(fraction >= 0 && fraction <= 1) {
-		return fmt.Errorf("Invalid fraction value: %v. Allowed range: 0~1", fraction)
+		return fmt.Errorf("Invalid fraction value: %s. Allowed range: 0~1", pyFloat(fraction))
 	}
 	a.setFraction = fraction < 1
 	a.allowedMax = 0

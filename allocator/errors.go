@@ -15,7 +15,8 @@ type OutOfMemoryError struct {
 	AllocSize   uint64 // the segment size asked of the device ("Tried to allocate")
 	DeviceFree  uint64 // cudaMemGetInfo free bytes at the failure
 	DeviceTotal uint64
-	Allowed     uint64 // the memory-fraction limit, 0 when none is set
+	Allowed     uint64 // the memory-fraction limit, when Limited
+	Limited     bool   // a memory fraction is set (even one giving 0 bytes)
 	Allocated   uint64 // allocated_bytes.all.current
 	Reserved    uint64 // reserved_bytes.all.current
 	// TooLarge marks a request of at least 2^60 bytes, refused before the
@@ -30,7 +31,7 @@ func (e *OutOfMemoryError) Error() string {
 		return "CUDA out of memory. Tried to allocate more than 1EB memory."
 	}
 	allowed := ""
-	if e.Allowed > 0 {
+	if e.Limited {
 		allowed = FormatSize(e.Allowed) + " allowed; "
 	}
 	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s"+

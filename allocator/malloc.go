@@ -237,7 +237,7 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 		Reserved:    uint64(a.stats.ReservedBytes[StatAll].Current),
 	}
 	if a.setFraction {
-		e.Allowed = a.allowedMax
+		e.Allowed, e.Limited = a.allowedMax, true
 	}
 	return e
 }

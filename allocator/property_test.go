@@ -157,7 +157,7 @@ func (d *driver) checkOOM(e *allocator.OutOfMemoryError) {
 	if d.cfg.ExpandableSegments {
 		return // pages, not segments: the amount needed depends on the layout
 	}
-	if e.Allowed > 0 {
+	if e.Limited {
 		if e.Reserved+e.AllocSize <= e.Allowed && e.DeviceFree >= e.AllocSize {
 			d.t.Fatalf("step %d: OOM for %d with %d reserved under a limit of %d and %d free on the device",
 				d.steps, e.AllocSize, e.Reserved, e.Allowed, e.DeviceFree)

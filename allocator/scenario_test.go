@@ -15,6 +15,7 @@ package allocator_test
 //	conf STRING                     _set_allocator_settings (re-parse)
 //	fail_malloc N | fail_map N      make the Nth cudaMalloc / cuMemCreate fail
 //	sticky NAME                     a sticky device error from now on
+//	reset_peak | reset_accumulated  reset_peak_memory_stats / reset_accumulated_memory_stats
 //	layout                          the snapshot: segments and blocks
 //	stats [KEY...]                  memory_stats: the named flattened keys, or every
 //	                                non-zero statistic as current/peak/allocated/freed
@@ -114,6 +115,10 @@ func (s *scenario) run(t *testing.T, c *datadriven.Case) string {
 		s.proc.FailCreatePage(int(s.wordUint(t, c, 0)))
 	case "sticky":
 		s.proc.InjectStickyError(s.word(t, c, 0))
+	case "reset_peak":
+		s.alloc.ResetPeakStats()
+	case "reset_accumulated":
+		s.alloc.ResetAccumulatedStats()
 	case "layout":
 		out = s.layout()
 	case "stats":
