@@ -114,11 +114,22 @@ func (p *parser) runCUDA() error {
 
 // newSizeValue is checkToken(++i, ":") then toSizeT(++i).
 func (p *parser) newSizeValue(i int) (int, uint64, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, 0, err
+	i, err := p.valueAt(i)
+	if err != nil {
+		return i, 0, err
 	}
-	v, err := p.toSizeT(i + 2)
-	return i + 2, v, err
+	v, err := p.toSizeT(i)
+	return i, v, err
+}
+
+// newDoubleValue is checkToken(++i, ":") then toDouble(++i).
+func (p *parser) newDoubleValue(i int) (int, float64, *Error) {
+	i, err := p.valueAt(i)
+	if err != nil {
+		return i, 0, err
+	}
+	v, err := p.toDouble(i)
+	return i, v, err
 }
 
 func (p *parser) newUint(i int, dst *uint64) (int, *Error) {
@@ -158,11 +169,7 @@ func (p *parser) newLargeSegment(i int) (int, *Error) {
 }
 
 func (p *parser) newGCThreshold(i int) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	v, err := p.toDouble(i)
+	i, v, err := p.newDoubleValue(i)
 	if err != nil {
 		return i, err
 	}
@@ -174,11 +181,7 @@ func (p *parser) newGCThreshold(i int) (int, *Error) {
 }
 
 func (p *parser) newMemoryFraction(i int) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	v, err := p.toDouble(i)
+	i, v, err := p.newDoubleValue(i)
 	if err != nil {
 		return i, err
 	}
@@ -190,12 +193,8 @@ func (p *parser) newMemoryFraction(i int) (int, *Error) {
 }
 
 func (p *parser) newRoundup(i int) (int, *Error) {
-	i++
-	if err := p.need(i); err != nil {
-		return i, err
-	}
-	i++
-	if err := p.need(i); err != nil {
+	i, err := p.valueAt(i)
+	if err != nil {
 		return i, err
 	}
 	t := &p.c.RoundupPower2Divisions
@@ -257,11 +256,8 @@ func (p *parser) newRoundup(i int) (int, *Error) {
 }
 
 func (p *parser) newBackend(i int) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	if err := p.need(i); err != nil {
+	i, err := p.valueAt(i)
+	if err != nil {
 		return i, err
 	}
 	v := p.tok(i)

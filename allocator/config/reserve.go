@@ -15,11 +15,8 @@ import (
 // newReserve parses expandable_segments_reserve. PyTorch warns about a bad
 // value and keeps the previous one; there is no error to give.
 func (p *parser) newReserve(i int) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	if err := p.need(i); err != nil {
+	i, err := p.valueAt(i)
+	if err != nil {
 		return i, err
 	}
 	if validReserve(p.tok(i)) {
@@ -32,11 +29,9 @@ func (p *parser) newReserve(i int) (int, *Error) {
 // Neither the "[" nor the ":" is checked, bad values are dropped, and the
 // list replaces the previous one as a whole.
 func (p *parser) newReserveByClass(i int) (int, *Error) {
-	for range 2 {
-		i++
-		if err := p.need(i); err != nil {
-			return i, err
-		}
+	i, err := p.valueAt(i)
+	if err != nil {
+		return i, err
 	}
 	entries := map[string]string{}
 	for {

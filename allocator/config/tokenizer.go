@@ -37,15 +37,26 @@ func (p *parser) toDouble(i int) (float64, *Error) {
 	return v, nil
 }
 
-// skipKey passes over a key, its ":" and its value, which may be a list;
-// it returns the index of the value or of the closing "]".
-func (p *parser) skipKey(i int) (int, *Error) {
+// valueAt returns the index of the value of the key at i: two tokens on,
+// past the separator, which the new dialect does not check (checkToken's
+// result is ignored in 2.9).
+func (p *parser) valueAt(i int) (int, *Error) {
 	i++
 	if err := p.need(i); err != nil {
 		return i, err
 	}
 	i++
 	if err := p.need(i); err != nil {
+		return i, err
+	}
+	return i, nil
+}
+
+// skipKey passes over a key, its ":" and its value, which may be a list;
+// it returns the index of the value or of the closing "]".
+func (p *parser) skipKey(i int) (int, *Error) {
+	i, err := p.valueAt(i)
+	if err != nil {
 		return i, err
 	}
 	if p.tok(i) != "[" {
@@ -61,11 +72,8 @@ func (p *parser) skipKey(i int) (int, *Error) {
 
 // newBool is checkToken(++i, ":") then toBool(++i).
 func (p *parser) newBool(i int, dst *bool) (int, *Error) {
-	if err := p.need(i + 1); err != nil {
-		return i + 1, err
-	}
-	i += 2
-	if err := p.need(i); err != nil {
+	i, err := p.valueAt(i)
+	if err != nil {
 		return i, err
 	}
 	switch p.tok(i) {
