@@ -303,11 +303,8 @@ func (a *Allocator) Free(b *Block) error {
 	if a.fatal != nil {
 		return a.fatal
 	}
-	if b.pool != &a.small && b.pool != &a.large {
-		return ErrForeignBlock
-	}
-	if !b.allocated {
-		return ErrNotAllocated
+	if err := a.checkLive(b); err != nil {
+		return err
 	}
 	err := a.free(b)
 	if a.check {
@@ -316,17 +313,26 @@ func (a *Allocator) Free(b *Block) error {
 	return a.fail(err)
 }
 
+// checkLive says whether b is a block this allocator handed out and that
+// has not been freed.
+func (a *Allocator) checkLive(b *Block) error {
+	if b.pool != &a.small && b.pool != &a.large {
+		return ErrForeignBlock
+	}
+	if !b.allocated {
+		return ErrNotAllocated
+	}
+	return nil
+}
+
 // RecordStream marks an allocated block as used on stream s, so that its
 // free waits for the work queued on s (Tensor.record_stream). The block's
 // own stream is ignored.
 func (a *Allocator) RecordStream(b *Block, s Stream) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if b.pool != &a.small && b.pool != &a.large {
-		return ErrForeignBlock
-	}
-	if !b.allocated {
-		return ErrNotAllocated
+	if err := a.checkLive(b); err != nil {
+		return err
 	}
 	if s == b.stream {
 		return nil

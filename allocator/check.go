@@ -156,31 +156,20 @@ func checkPages(seg *segment, b *Block) error {
 
 func (a *Allocator) checkStats(want *Stats) error {
 	got := &a.stats
-	type pair struct {
-		name      string
-		got, want *StatArray
-	}
-	for _, p := range []pair{
-		{"allocation", &got.Allocation, &want.Allocation}, {"segment", &got.Segment, &want.Segment},
-		{"active", &got.Active, &want.Active}, {"inactive_split", &got.InactiveSplit, &want.InactiveSplit},
-		{"allocated_bytes", &got.AllocatedBytes, &want.AllocatedBytes},
-		{"reserved_bytes", &got.ReservedBytes, &want.ReservedBytes},
-		{"active_bytes", &got.ActiveBytes, &want.ActiveBytes},
-		{"inactive_split_bytes", &got.InactiveSplitBytes, &want.InactiveSplitBytes},
-		{"requested_bytes", &got.RequestedBytes, &want.RequestedBytes},
-	} {
-		for i := range p.got {
-			if err := checkStat(p.name+"."+poolNames[i], p.got[i], p.want[i].Current, a.accumulatedReset); err != nil {
+	wantArrays := want.Arrays()
+	for k, ar := range got.Arrays() {
+		for i := range ar.Array {
+			if err := checkStat(ar.Name+"."+poolNames[i], ar.Array[i], wantArrays[k].Array[i].Current, a.accumulatedReset); err != nil {
 				return err
 			}
 		}
 	}
 	if !a.oversizeDrift {
-		if err := checkStat("oversize_allocations", got.OversizeAllocations, want.OversizeAllocations.Current, a.accumulatedReset); err != nil {
-			return err
-		}
-		if err := checkStat("oversize_segments", got.OversizeSegments, want.OversizeSegments.Current, a.accumulatedReset); err != nil {
-			return err
+		wantSingles := want.Singles()
+		for k, st := range got.Singles() {
+			if err := checkStat(st.Name, *st.Stat, wantSingles[k].Stat.Current, a.accumulatedReset); err != nil {
+				return err
+			}
 		}
 	}
 	if r := uint64(got.ReservedBytes[StatAll].Current); r != a.totalAllocated {

@@ -253,32 +253,21 @@ func (s *scenario) stats(c *datadriven.Case) string {
 	q := func(x allocator.Stat) string {
 		return fmt.Sprintf("%d/%d/%d/%d", x.Current, x.Peak, x.Allocated, x.Freed)
 	}
-	for _, ar := range []struct {
-		name string
-		a    allocator.StatArray
-	}{
-		{"allocation", st.Allocation}, {"segment", st.Segment}, {"active", st.Active},
-		{"inactive_split", st.InactiveSplit}, {"allocated_bytes", st.AllocatedBytes},
-		{"reserved_bytes", st.ReservedBytes}, {"active_bytes", st.ActiveBytes},
-		{"inactive_split_bytes", st.InactiveSplitBytes}, {"requested_bytes", st.RequestedBytes},
-	} {
-		if ar.a[0] == (allocator.Stat{}) {
+	for _, ar := range st.Arrays() {
+		if ar.Array[0] == (allocator.Stat{}) {
 			continue
 		}
-		fmt.Fprintf(&b, "%s all=%s", ar.name, q(ar.a[0]))
+		fmt.Fprintf(&b, "%s all=%s", ar.Name, q(ar.Array[0]))
 		for i, pn := range []string{"", "small", "large"} {
-			if i > 0 && ar.a[i] != (allocator.Stat{}) {
-				fmt.Fprintf(&b, " %s=%s", pn, q(ar.a[i]))
+			if i > 0 && ar.Array[i] != (allocator.Stat{}) {
+				fmt.Fprintf(&b, " %s=%s", pn, q(ar.Array[i]))
 			}
 		}
 		b.WriteByte('\n')
 	}
-	for _, x := range []struct {
-		name string
-		s    allocator.Stat
-	}{{"oversize_allocations", st.OversizeAllocations}, {"oversize_segments", st.OversizeSegments}} {
-		if x.s != (allocator.Stat{}) {
-			fmt.Fprintf(&b, "%s %s\n", x.name, q(x.s))
+	for _, x := range st.Singles() {
+		if *x.Stat != (allocator.Stat{}) {
+			fmt.Fprintf(&b, "%s %s\n", x.Name, q(*x.Stat))
 		}
 	}
 	var counters []string

@@ -81,34 +81,50 @@ var statFields = [4]string{"current", "peak", "allocated", "freed"}
 
 func (s Stat) values() [4]int64 { return [4]int64{s.Current, s.Peak, s.Allocated, s.Freed} }
 
-// Map returns the statistics flattened with PyTorch's key names, e.g.
-// "reserved_bytes.all.peak", "num_alloc_retries", "max_split_size".
-func (s *Stats) Map() map[string]int64 {
-	m := make(map[string]int64, 128)
-	arrays := []struct {
-		name string
-		a    *StatArray
-	}{
+// NamedStatArray is one of Stats' per-pool statistics with its PyTorch name.
+type NamedStatArray struct {
+	Name  string
+	Array *StatArray
+}
+
+// Arrays lists the per-pool statistics in memory_stats() order, pointing
+// into s.
+func (s *Stats) Arrays() []NamedStatArray {
+	return []NamedStatArray{
 		{"allocation", &s.Allocation}, {"segment", &s.Segment}, {"active", &s.Active},
 		{"inactive_split", &s.InactiveSplit}, {"allocated_bytes", &s.AllocatedBytes},
 		{"reserved_bytes", &s.ReservedBytes}, {"active_bytes", &s.ActiveBytes},
 		{"inactive_split_bytes", &s.InactiveSplitBytes}, {"requested_bytes", &s.RequestedBytes},
 	}
-	for _, ar := range arrays {
+}
+
+// NamedStat is one of Stats' single statistics with its PyTorch name.
+type NamedStat struct {
+	Name string
+	Stat *Stat
+}
+
+// Singles lists the statistics kept without a per-pool breakdown.
+func (s *Stats) Singles() []NamedStat {
+	return []NamedStat{{"oversize_allocations", &s.OversizeAllocations}, {"oversize_segments", &s.OversizeSegments}}
+}
+
+// Map returns the statistics flattened with PyTorch's key names, e.g.
+// "reserved_bytes.all.peak", "num_alloc_retries", "max_split_size".
+func (s *Stats) Map() map[string]int64 {
+	m := make(map[string]int64, 128)
+	for _, ar := range s.Arrays() {
 		for p, pn := range poolNames {
-			v := ar.a[p].values()
+			v := ar.Array[p].values()
 			for f, fn := range statFields {
-				m[ar.name+"."+pn+"."+fn] = v[f]
+				m[ar.Name+"."+pn+"."+fn] = v[f]
 			}
 		}
 	}
-	for _, st := range []struct {
-		name string
-		s    Stat
-	}{{"oversize_allocations", s.OversizeAllocations}, {"oversize_segments", s.OversizeSegments}} {
-		v := st.s.values()
+	for _, st := range s.Singles() {
+		v := st.Stat.values()
 		for f, fn := range statFields {
-			m[st.name+"."+fn] = v[f]
+			m[st.Name+"."+fn] = v[f]
 		}
 	}
 	m["num_alloc_retries"] = s.NumAllocRetries
@@ -144,26 +160,23 @@ func (s *Stats) String() string {
 	return b.String()
 }
 
-func (s *Stats) resetPeak() {
-	for _, a := range []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit,
-		&s.AllocatedBytes, &s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes} {
-		for i := range a {
-			a[i].Peak = a[i].Current
+// each calls fn on every statistic.
+func (s *Stats) each(fn func(*Stat)) {
+	for _, ar := range s.Arrays() {
+		for i := range ar.Array {
+			fn(&ar.Array[i])
 		}
 	}
-	s.OversizeAllocations.Peak = s.OversizeAllocations.Current
-	s.OversizeSegments.Peak = s.OversizeSegments.Current
+	for _, st := range s.Singles() {
+		fn(st.Stat)
+	}
+}
+
+func (s *Stats) resetPeak() {
+	s.each(func(st *Stat) { st.Peak = st.Current })
 }
 
 func (s *Stats) resetAccumulated() {
-	for _, a := range []*StatArray{&s.Allocation, &s.Segment, &s.Active, &s.InactiveSplit,
-		&s.AllocatedBytes, &s.ReservedBytes, &s.ActiveBytes, &s.InactiveSplitBytes, &s.RequestedBytes} {
-		for i := range a {
-			a[i].Allocated, a[i].Freed = 0, 0
-		}
-	}
-	for _, st := range []*Stat{&s.OversizeAllocations, &s.OversizeSegments} {
-		st.Allocated, st.Freed = 0, 0
-	}
+	s.each(func(st *Stat) { st.Allocated, st.Freed = 0, 0 })
 	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams, s.NumDeviceAlloc, s.NumDeviceFree = 0, 0, 0, 0, 0
 }
