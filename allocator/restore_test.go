@@ -77,3 +77,22 @@ func TestRestoreRejectsBadInput(t *testing.T) {
 	_, _, err = e.Restore([]allocator.RestoreSegment{{Size: 2 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib}}}})
 	require.ErrorContains(t, err, "expandable")
 }
+
+func TestFreeSummary(t *testing.T) {
+	_, _, a, _ := simAllocator(t, sim.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
+	total, largest := a.FreeSummary()
+	require.Zero(t, total)
+	require.Zero(t, largest)
+	b1, err := a.Malloc(4*mib, 0) // a 20 MiB segment split: 16 MiB free
+	require.NoError(t, err)
+	s, err := a.Malloc(1000, 7) // a small segment on stream 7: 2 MiB - 1024 free
+	require.NoError(t, err)
+	total, largest = a.FreeSummary()
+	require.EqualValues(t, 16*mib+2*mib-1024, total)
+	require.EqualValues(t, 16*mib, largest)
+	require.NoError(t, a.Free(b1))
+	require.NoError(t, a.Free(s))
+	total, largest = a.FreeSummary()
+	require.EqualValues(t, 22*mib, total)
+	require.EqualValues(t, 20*mib, largest)
+}

@@ -1,0 +1,375 @@
+package replay
+
+import (
+	"fmt"
+	"sort"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+// Reconstructing the state before a partial trace.
+//
+// Most real snapshots start after the model was loaded, or their ring buffer
+// dropped the oldest entries, so the trace frees blocks it never allocated
+// and serves allocations from segments it never created. Reconstruct infers
+// the allocator state at the first event from the events and the final
+// segments, walking the events once per device:
+//
+//   - a segment that exists at the end but was not created by a
+//     segment_alloc of the trace existed at the start; so did one freed by a
+//     segment_free without a segment_alloc before it;
+//   - a block freed by the trace before any alloc at its address was live at
+//     the start (pending its free_completed if the trace shows only that);
+//     so was an active block of the final segments that no alloc of the trace
+//     accounts for;
+//   - the free space of a segment at the start is what its live blocks leave,
+//     as single free blocks between them: the allocator never leaves two free
+//     blocks side by side.
+//
+// A live block's size comes from the final segments when it is still live
+// at the end. A block freed during the trace shows only its requested size:
+// its size is the rounded request, grown to the next live block or the
+// segment's end when the remainder is too small to have been split off
+// (should_split), which is how best fit would have carved it. Such sizes
+// are counted as inferred. A freed block outside every known segment gets a
+// segment of its own, at its address, so that its free replays; these are
+// counted as unresolved, and a note says so.
+
+// Reconstruct fills t.Initial when the trace does not start from an empty
+// allocator, and returns what it rebuilt (nil for a complete trace). The
+// rounding rules are those of the recording: cfg is the trace's own
+// allocator configuration.
+func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	if policy == nil {
+		policy = allocator.PyTorch{}
+	}
+	if t.Initial != nil {
+		if t.InitialReconstructed {
+			return summarize(t.Initial, t.Header.Notes)
+		}
+		return nil
+	}
+	devs := map[int32]*devWalk{}
+	walk := func(d int32) *devWalk {
+		w := devs[d]
+		if w == nil {
+			w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
+				state: map[uint64]uint8{}, preLive: map[uint64]*preBlock{}}
+			devs[d] = w
+		}
+		return w
+	}
+	for i := range t.Events {
+		e := &t.Events[i]
+		w := walk(e.Device)
+		switch e.Action {
+		case trace.ActionAlloc:
+			w.state[e.Addr] = stAllocated
+		case trace.ActionFreeRequested:
+			switch w.state[e.Addr] {
+			case stAllocated:
+				w.state[e.Addr] = stPending
+			case stNone:
+				w.state[e.Addr] = stPending
+				if _, seen := w.preLive[e.Addr]; !seen {
+					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
+				}
+			}
+		case trace.ActionFreeCompleted:
+			switch w.state[e.Addr] {
+			case stPending:
+				delete(w.state, e.Addr)
+			case stNone:
+				if _, seen := w.preLive[e.Addr]; !seen {
+					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
+				}
+			}
+		case trace.ActionSegmentAlloc:
+			w.created[e.Addr] = true
+		case trace.ActionSegmentFree:
+			if w.created[e.Addr] {
+				delete(w.created, e.Addr)
+			} else if _, seen := w.pre[e.Addr]; !seen {
+				w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+			}
+		}
+	}
+	if t.HasFinal {
+		for i := range t.Final {
+			s := &t.Final[i]
+			w := walk(s.Device)
+			if s.Expandable {
+				// A mapped run; its pages cannot be restored.
+				w.skippedExpandable++
+				continue
+			}
+			if !w.created[s.Address] {
+				if _, seen := w.pre[s.Address]; !seen {
+					c := *s
+					c.Blocks = nil
+					w.pre[s.Address] = &c
+				}
+				for _, b := range s.Blocks {
+					if b.State != trace.BlockInactive && w.state[b.Address] == stNone {
+						if _, seen := w.preLive[b.Address]; !seen {
+							w.preLive[b.Address] = &preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
+								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
+						}
+					}
+				}
+			}
+			if s.Pool != "" {
+				if p := w.pre[s.Address]; p != nil {
+					p.Pool = s.Pool
+				}
+			}
+		}
+	}
+
+	var out []trace.Segment
+	rec := &Reconstruction{}
+	ids := make([]int32, 0, len(devs))
+	for d := range devs {
+		ids = append(ids, d)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, d := range ids {
+		out = append(out, devs[d].build(d, &cfg, policy, rec)...)
+		if n := devs[d].skippedExpandable; n > 0 {
+			rec.Notes = append(rec.Notes, fmt.Sprintf("device %d: %d expandable segment runs could not be reconstructed", d, n))
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	rec.Segments = len(out)
+	for _, s := range out {
+		rec.SegmentBytes += s.TotalSize
+	}
+	rec.Notes = append([]string{fmt.Sprintf("initial state reconstructed: %d segments (%s), %d blocks live before the first event (%s), %d block sizes inferred, %d blocks outside known segments",
+		rec.Segments, allocator.FormatSize(rec.SegmentBytes), rec.LiveBlocks, allocator.FormatSize(rec.LiveBytes), rec.InferredSizes, rec.Unresolved)}, rec.Notes...)
+	t.Initial = out
+	t.InitialReconstructed = true
+	t.Header.Notes = append(t.Header.Notes, rec.Notes...)
+	return rec
+}
+
+const (
+	stNone      uint8 = iota
+	stAllocated       // allocated by the trace
+	stPending         // freed, waiting for free_completed
+)
+
+type devWalk struct {
+	created           map[uint64]bool
+	pre               map[uint64]*trace.Segment // segments that existed at the start
+	state             map[uint64]uint8
+	preLive           map[uint64]*preBlock
+	skippedExpandable int
+}
+
+type preBlock struct {
+	addr, size, requested, stream uint64
+	stack                         trace.StackID
+	pending                       bool // only its free_completed is in the trace
+	known                         bool // size known (from the final segments)
+}
+
+// build lays out the device's initial segments.
+func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, rec *Reconstruction) []trace.Segment {
+	segs := make([]*trace.Segment, 0, len(w.pre))
+	for _, s := range w.pre {
+		segs = append(segs, s)
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+	blocks := make([]*preBlock, 0, len(w.preLive))
+	for _, b := range w.preLive {
+		blocks = append(blocks, b)
+	}
+	sort.Slice(blocks, func(i, j int) bool { return blocks[i].addr < blocks[j].addr })
+
+	// Blocks outside every known segment get a segment of their own.
+	var orphans []*preBlock
+	inSeg := func(addr uint64) *trace.Segment {
+		i := sort.Search(len(segs), func(i int) bool { return segs[i].Address+segs[i].TotalSize > addr })
+		if i < len(segs) && segs[i].Address <= addr {
+			return segs[i]
+		}
+		return nil
+	}
+	for _, b := range blocks {
+		if inSeg(b.addr) == nil {
+			orphans = append(orphans, b)
+		}
+	}
+	for _, b := range orphans {
+		size := b.size
+		if !b.known {
+			size = policy.RoundSize(cfg, b.requested)
+		}
+		if inSeg(b.addr) != nil || inSeg(b.addr+size-1) != nil {
+			continue // overlaps: left unresolved, its free will be reported
+		}
+		s := &trace.Segment{Device: dev, Address: b.addr, TotalSize: size, Stream: b.stream}
+		segs = append(segs, s)
+		sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+		rec.Unresolved++
+	}
+
+	out := make([]trace.Segment, 0, len(segs))
+	bi := 0
+	for _, s := range segs {
+		seg := *s
+		seg.Device = dev
+		end := s.Address + s.TotalSize
+		if seg.Pool == "" {
+			seg.Pool = "large"
+			if s.TotalSize == allocator.SmallBuffer {
+				seg.Pool = "small"
+			}
+		}
+		small := seg.Pool == "small"
+		for bi < len(blocks) && blocks[bi].addr < s.Address {
+			bi++
+		}
+		var mine []*preBlock
+		for bi < len(blocks) && blocks[bi].addr < end {
+			mine = append(mine, blocks[bi])
+			bi++
+		}
+		at := s.Address
+		seg.Blocks = nil
+		for k, b := range mine {
+			if b.addr > at {
+				seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: b.addr - at})
+			}
+			limit := end
+			if k+1 < len(mine) {
+				limit = mine[k+1].addr
+			}
+			size := b.size
+			if !b.known {
+				size = policy.RoundSize(cfg, b.requested)
+				gap := limit - b.addr
+				if size > gap || !policy.ShouldSplit(cfg, gap, size, small) {
+					size = gap
+				}
+				rec.InferredSizes++
+			}
+			size = min(size, limit-b.addr)
+			st := trace.BlockAllocated
+			if b.pending {
+				st = trace.BlockPendingFree
+			}
+			seg.Blocks = append(seg.Blocks, trace.Block{Address: b.addr, Size: size, RequestedSize: b.requested, State: st, Stack: b.stack})
+			rec.LiveBlocks++
+			rec.LiveBytes += size
+			at = b.addr + size
+		}
+		if at < end {
+			seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: end - at})
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+// summarize describes a stored reconstructed state.
+func summarize(init []trace.Segment, notes []string) *Reconstruction {
+	r := &Reconstruction{Segments: len(init), Notes: notes}
+	for _, s := range init {
+		r.SegmentBytes += s.TotalSize
+		for _, b := range s.Blocks {
+			if b.State != trace.BlockInactive {
+				r.LiveBlocks++
+				r.LiveBytes += b.Size
+			}
+		}
+	}
+	return r
+}
+
+// ImpliedCapacity fills in the capacity of every device of t whose header
+// does not give one, from its oom entries: the driver's free bytes at the
+// oom plus what the allocator held then (the smallest such figure, so that
+// every recorded OOM can recur). Devices without an oom stay unknown. It
+// returns, per device, the event index the figure came from.
+func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
+	reserved := map[int32]int64{}
+	for _, s := range t.Initial {
+		reserved[s.Device] += int64(s.TotalSize)
+	}
+	best := map[int32]uint64{}
+	from := map[int32]int64{}
+	for i := range t.Events {
+		e := &t.Events[i]
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			reserved[e.Device] += int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			reserved[e.Device] -= int64(e.Size)
+		case trace.ActionOOM:
+			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
+			if b, ok := best[e.Device]; !ok || c < b {
+				best[e.Device] = c
+				from[e.Device] = int64(i)
+			}
+		}
+	}
+	ids := make([]int32, 0, len(best))
+	for d := range best {
+		ids = append(ids, d)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, d := range ids {
+		c := best[d]
+		found, filled := false, false
+		for k := range t.Header.Devices {
+			if t.Header.Devices[k].Index == d {
+				found = true
+				if t.Header.Devices[k].Capacity == 0 {
+					t.Header.Devices[k].Capacity = c
+					t.Header.Devices[k].CapacitySource = fmt.Sprintf("implied by the oom at event %d", from[d])
+					filled = true
+				}
+			}
+		}
+		if !found {
+			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c,
+				CapacitySource: fmt.Sprintf("implied by the oom at event %d", from[d])})
+			filled = true
+		}
+		if !filled {
+			continue
+		}
+		t.Header.Notes = append(t.Header.Notes, fmt.Sprintf("device %d: capacity %s implied by the oom at event %d", d, allocator.FormatSize(c), from[d]))
+	}
+	return from
+}
+
+// Prepare readies an in-memory trace for replay: reconstructs the state
+// before a partial trace with the recording's own settings, and fills in
+// implied capacities.
+func Prepare(t *trace.Trace) (*Reconstruction, error) {
+	cfg := config.Default()
+	if t.Header.AllocatorSettings != nil {
+		c, err := config.FromAllocatorSettings(t.Header.AllocatorSettings)
+		if err != nil {
+			return nil, &trace.FormatError{File: t.Header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
+		}
+		cfg = c
+	}
+	rec := Reconstruct(t, cfg, nil)
+	ImpliedCapacity(t)
+	return rec, nil
+}
+
+// RunTrace prepares an in-memory trace (Prepare) and replays it.
+func RunTrace(t *trace.Trace, opts Options) (*Result, error) {
+	if _, err := Prepare(t); err != nil {
+		return nil, err
+	}
+	return Run(t.NewReader(), opts)
+}

@@ -1,0 +1,31 @@
+package replay
+
+import (
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// Recorder watches a replay: the profiler implements it to measure where
+// the bytes went. Its methods run on the replay's goroutine, outside the
+// allocator's lock, so they may call the allocator's read-only methods
+// (Snapshot, FreeSummary, Stats); an allocator observer (AddObserver),
+// registered in Attach, sees each decision as it is made.
+type Recorder interface {
+	// Attach is called once per device, before its first event, with the
+	// allocator and simulated process that will replay it. Restored
+	// (reconstructed) blocks are reported through Alloc with index -1
+	// after Attach.
+	Attach(device int32, a *allocator.Allocator, p *sim.Process)
+	// Alloc reports a block handed out for the event at index, with the
+	// recorded stack.
+	Alloc(device int32, index int64, b *allocator.Block, stack trace.StackID)
+	// Free reports a block about to be freed (the free request) for the
+	// event at index; stack is the one recorded when it was allocated.
+	Free(device int32, index int64, b *allocator.Block, stack trace.StackID)
+	// OOM reports a malloc that failed (the replay's own OOM, whatever the
+	// trace recorded).
+	OOM(device int32, index int64, err *allocator.OutOfMemoryError)
+	// Step is called after each event, with the event.
+	Step(index int64, e *trace.Event)
+}

@@ -1,0 +1,992 @@
+// Package replay drives the caching allocator with a recorded trace on a
+// simulated device, and checks its decisions against the recording's.
+//
+// # Inputs and decisions
+//
+// A trace mixes two kinds of entries. Inputs are what the program asked:
+// alloc (a size on a stream), free_requested and free_completed, empty_cache,
+// stream synchronisation, trial boundaries and markers. Decisions are what
+// the recording allocator did about them: segment_alloc, segment_free,
+// segment_map, segment_unmap and oom, plus the address each alloc got. A
+// replay feeds the inputs to a fresh allocator and lets it decide; with the
+// recording's own settings the decisions must come out the same, which is
+// what Check verifies.
+//
+// Decisions precede the input that caused them (PyTorch records a malloc's
+// releases and new segments before its alloc entry, and an oom instead of
+// it). So decisions go into a per-device queue of expectations as they are
+// read, and each decision the replayed allocator makes (seen through an
+// observer) is compared with the head of that queue. After each input the
+// queue is drained: whatever the replay did not reproduce counts as
+// unmatched. An oom entry is both a decision and an input: the malloc that
+// failed left no alloc entry, so the replay makes the same request.
+//
+// PyTorch does not record empty_cache itself, only the segment_free entries
+// it causes; in a PyTorch trace a run of releases that no malloc can account
+// for (one followed by an input other than an alloc that needed a new
+// segment, or by an alloc served from the cache) is replayed as
+// empty_cache. Native traces record empty_cache explicitly, after its
+// releases.
+//
+// # Frees
+//
+// free_requested is the program's free; free_completed is the block's
+// return to its pool, later when the block was used on other streams
+// (record_stream). A free_requested followed at once by its free_completed
+// is one Free. Otherwise the replay marks the block as used on a private
+// stream before freeing it, and completes that stream's event when the
+// trace shows free_completed, so the block returns to the pool at the same
+// point as in the recording.
+//
+// # Addresses
+//
+// Recorded addresses name blocks: the replay keeps a map from each recorded
+// address to the replayed block. The device (device.go) gives segments the
+// recorded addresses when it can, so that ties break the same way.
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// Options configure a replay.
+type Options struct {
+	// Name names the trace in error messages (a file name).
+	Name string
+	// Config replaces the trace's own allocator settings when non-nil.
+	Config *config.Config
+	// Capacity is each device's memory in bytes; 0 takes it from the trace
+	// header (which importers fill in from oom entries) or, when unknown,
+	// uses UnknownCapacity.
+	Capacity uint64
+	// OOM says what to do when the replay runs out of memory where the
+	// recording did not.
+	OOM OOMPolicy
+	// Check compares decisions with the recording's and fills
+	// Result.Check. It also makes the device fail exactly where the
+	// recording's failed.
+	Check bool
+	// Lenient counts and skips bad events (a free of an unknown address, a
+	// double free) instead of failing with an error.
+	Lenient bool
+	// Recorder, when set, watches the replay (the profiler).
+	Recorder Recorder
+	// StopAfter, when positive, ends the replay after that many events.
+	StopAfter int64
+	// Progress, when set, is called every ProgressEvery events with the
+	// count so far.
+	Progress func(events int64)
+	// InvariantChecks verifies the allocator after every operation (tests).
+	InvariantChecks bool
+}
+
+// ProgressEvery is how often Options.Progress is called, in events.
+const ProgressEvery = 1 << 16
+
+// UnknownCapacity is the device memory used when neither the options nor the
+// trace say: large enough that only a recorded limit (memory fraction) or a
+// scripted failure makes a replay run out.
+const UnknownCapacity = uint64(1) << 40
+
+// maxProblems bounds Result.Problems.
+const maxProblems = 20
+
+// synthStreamBase numbers the private streams on which deferred frees wait.
+const synthStreamBase = uint64(0xfffffff000000000)
+
+// Run replays r. Bad input is a *trace.FormatError naming the event; an
+// allocator failure that is not out-of-memory (a sticky device error) ends
+// the replay with an error too.
+func Run(r trace.Reader, opts Options) (*Result, error) {
+	h := r.Header()
+	rp := &replayer{
+		opts:   opts,
+		r:      r,
+		header: h,
+		res:    &Result{StoppedAt: -1},
+		devs:   map[int32]*devState{},
+		infer:  h.Source == SourcePyTorch,
+	}
+	if rp.opts.Name == "" {
+		rp.opts.Name = h.SourceFile
+	}
+	if err := rp.setup(); err != nil {
+		return nil, err
+	}
+	if err := rp.loop(); err != nil {
+		return rp.res, err
+	}
+	if err := rp.finish(); err != nil {
+		return rp.res, err
+	}
+	return rp.res, nil
+}
+
+// SourcePyTorch is the header Source of traces imported from PyTorch
+// snapshots.
+const SourcePyTorch = "pytorch-snapshot"
+
+type replayer struct {
+	opts   Options
+	r      trace.Reader
+	header trace.Header
+	res    *Result
+	cfg    config.Config
+	devs   map[int32]*devState
+	order  []int32 // device indices in creation order
+	infer  bool    // infer empty_cache from release runs (PyTorch traces)
+
+	// buf[ahead:] holds events read ahead: to pair a free_requested with
+	// its free_completed, and to see what follows a free_completed.
+	buf   []trace.Event
+	ahead int
+	eof   bool
+	n     int64 // events read so far
+	// consumed is the free_completed a free_requested took with it, to be
+	// reported to the recorder after its free_requested.
+	consumed    trace.Event
+	consumedIdx int64
+	hasConsumed bool
+	check       *CheckResult
+}
+
+func (rp *replayer) setup() error {
+	switch {
+	case rp.opts.Config != nil:
+		rp.cfg = *rp.opts.Config
+		rp.res.ConfigSource = "override"
+	case rp.header.AllocatorSettings != nil:
+		c, err := config.FromAllocatorSettings(rp.header.AllocatorSettings)
+		if err != nil {
+			return &trace.FormatError{File: rp.opts.Name, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
+		}
+		rp.cfg = c
+		rp.res.ConfigSource = "trace"
+	default:
+		rp.cfg = config.Default()
+		rp.res.ConfigSource = "default"
+	}
+	rp.res.Config = rp.cfg
+	if rp.opts.Check {
+		rp.check = &CheckResult{}
+		rp.res.Check = rp.check
+	}
+	init, reconstructed := rp.r.Initial()
+	if reconstructed {
+		rp.res.Reconstructed = summarize(init, rp.header.Notes)
+	}
+	for i := range init {
+		if _, err := rp.device(init[i].Device); err != nil {
+			return err
+		}
+	}
+	for _, d := range rp.header.Devices {
+		if _, err := rp.device(d.Index); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// device returns the state of device i, creating its allocator (and
+// restoring its initial segments) on first use.
+func (rp *replayer) device(i int32) (*devState, error) {
+	if d := rp.devs[i]; d != nil {
+		return d, nil
+	}
+	if i < 0 || i > 1<<16 {
+		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range", i))
+	}
+	capacity, source := rp.capacity(i)
+	gpu, err := sim.NewGPU(sim.Options{
+		Name:              fmt.Sprintf("replay device %d", i),
+		Capacity:          capacity,
+		NoContextOverhead: true,
+		AddressBase:       replayAddressBase,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: device %d: %w", i, err)
+	}
+	proc, err := gpu.NewProcess()
+	if err != nil {
+		return nil, fmt.Errorf("replay: device %d: %w", i, err)
+	}
+	d := &devState{rp: rp, index: i, proc: proc, live: map[uint64]liveBlock{},
+		capacity: capacity, capacitySource: source}
+	d.dev = &device{p: proc, d: d, script: rp.opts.Check}
+	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i))}
+	if rp.opts.InvariantChecks {
+		aopts = append(aopts, allocator.WithInvariantChecks())
+	}
+	a, err := allocator.New(d.dev, rp.cfg, aopts...)
+	if err != nil {
+		return nil, fmt.Errorf("replay: device %d: %w", i, err)
+	}
+	d.a = a
+	a.AddObserver(d.observe)
+	rp.devs[i] = d
+	rp.order = append(rp.order, i)
+	if rp.opts.Recorder != nil {
+		rp.opts.Recorder.Attach(i, a, proc)
+	}
+	if err := d.restore(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func (rp *replayer) capacity(i int32) (uint64, string) {
+	if rp.opts.Capacity > 0 {
+		return rp.opts.Capacity, "option"
+	}
+	for _, d := range rp.header.Devices {
+		if d.Index != i || d.Capacity == 0 {
+			continue
+		}
+		if d.CapacitySource == "" {
+			return d.Capacity, "trace header"
+		}
+		if !rp.opts.Check {
+			// In check mode the device fails where the recording's did;
+			// an implied size could only add failures of its own.
+			return d.Capacity, d.CapacitySource
+		}
+	}
+	return UnknownCapacity, "unknown"
+}
+
+// next reads the next event into e, from the look-ahead buffer if any.
+func (rp *replayer) next(e *trace.Event) error {
+	if rp.ahead < len(rp.buf) {
+		*e = rp.buf[rp.ahead]
+		rp.ahead++
+		if rp.ahead == len(rp.buf) {
+			rp.buf, rp.ahead = rp.buf[:0], 0
+		}
+		return nil
+	}
+	if rp.eof {
+		return io.EOF
+	}
+	err := rp.r.Next(e)
+	if err == io.EOF {
+		rp.eof = true
+	}
+	return err
+}
+
+// consume takes the next event as handled by the current one.
+func (rp *replayer) consume() {
+	_ = rp.next(&rp.consumed)
+	rp.consumedIdx = rp.n
+	rp.hasConsumed = true
+	rp.n++
+	rp.res.Events = rp.n
+}
+
+// peek returns the k-th event after the current one (k = 0 is the next),
+// or nil past the end. The pointer is valid until the next read.
+func (rp *replayer) peek(k int) (*trace.Event, error) {
+	for rp.ahead+k >= len(rp.buf) {
+		if rp.eof {
+			return nil, nil
+		}
+		rp.buf = append(rp.buf, trace.Event{})
+		err := rp.r.Next(&rp.buf[len(rp.buf)-1])
+		if err != nil {
+			rp.buf = rp.buf[:len(rp.buf)-1]
+			if err == io.EOF {
+				rp.eof = true
+				return nil, nil
+			}
+			return nil, err
+		}
+	}
+	return &rp.buf[rp.ahead+k], nil
+}
+
+func (rp *replayer) loop() error {
+	var e trace.Event
+	for {
+		if rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
+			return nil
+		}
+		err := rp.next(&e)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		idx := rp.n
+		rp.n++
+		rp.res.Events = rp.n
+		if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
+			rp.opts.Progress(rp.n)
+		}
+		d, err := rp.device(e.Device)
+		if err != nil {
+			return err
+		}
+		stop, err := d.event(idx, &e)
+		if err != nil {
+			return err
+		}
+		if rec := rp.opts.Recorder; rec != nil {
+			rec.Step(idx, &e)
+			if rp.hasConsumed {
+				rec.Step(rp.consumedIdx, &rp.consumed)
+			}
+		}
+		rp.hasConsumed = false
+		if stop {
+			rp.res.Stopped = true
+			rp.res.StoppedAt = idx
+			return nil
+		}
+	}
+}
+
+// bad reports bad input at event idx: an error, or under Lenient a count.
+func (rp *replayer) bad(idx int64, msg string) error {
+	if rp.opts.Lenient {
+		rp.res.Skipped++
+		if len(rp.res.Problems) < maxProblems {
+			rp.res.Problems = append(rp.res.Problems, fmt.Sprintf("event %d: %s", idx, msg))
+		}
+		return nil
+	}
+	return &trace.FormatError{File: rp.opts.Name, Offset: -1, Event: idx, Msg: msg}
+}
+
+func (rp *replayer) finish() error {
+	final, hasFinal := rp.r.Final()
+	if rp.res.Stopped {
+		hasFinal = hasFinal && false
+	}
+	// Devices that appear only in the final state.
+	if hasFinal && !rp.res.Stopped {
+		for i := range final {
+			if _, err := rp.device(final[i].Device); err != nil {
+				return err
+			}
+		}
+	}
+	sort.Slice(rp.order, func(i, j int) bool { return rp.order[i] < rp.order[j] })
+	match := true
+	for _, i := range rp.order {
+		d := rp.devs[i]
+		if !rp.res.Stopped {
+			if err := d.endOfTrace(); err != nil {
+				return err
+			}
+		}
+		d.drain(rp.n - 1)
+		snap := d.a.Snapshot()
+		rp.res.Devices = append(rp.res.Devices, DeviceResult{
+			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource,
+			Stats: d.a.Stats(), Counters: d.proc.Counters(), Final: snap,
+		})
+		if rp.check != nil && hasFinal {
+			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
+				match = false
+				rp.check.FinalDifference = diff
+			}
+		}
+	}
+	if rp.check != nil && hasFinal {
+		rp.check.FinalSegmentsMatch = &match
+	}
+	if rp.check != nil && rp.res.Stopped && rp.check.FirstDivergence == nil {
+		rp.check.FirstDivergence = &Divergence{Index: rp.res.StoppedAt, Expected: "the replay to continue",
+			Actual: "stopped by out of memory"}
+	}
+	return nil
+}
+
+// devState is one device's replay: its allocator, simulated process, live
+// blocks by recorded address and the queue of expected decisions.
+type devState struct {
+	rp    *replayer
+	index int32
+	a     *allocator.Allocator
+	proc  *sim.Process
+	dev   *device
+
+	capacity       uint64
+	capacitySource string
+
+	live   map[uint64]liveBlock
+	failed map[uint64]struct{} // addresses whose alloc the replay skipped (OOMSkip)
+	synth  uint64              // private streams handed out
+
+	trial    int32 // current trial number (0 before any trial marker)
+	trials   int32
+	skipping bool // the OOM policy dropped the current trial
+
+	// deferred are the private streams of blocks whose free_completed the
+	// recording's synchronisation caused: the replayed allocator's own
+	// synchronisation should complete them.
+	deferred []allocator.Stream
+	// aliases maps recorded expandable reservations to the replay's, for
+	// reservations the replay had to place before the trace named them.
+	aliases xranges
+
+	expect    []expectation // recorded decisions not yet compared
+	expectIdx int           // head of expect
+	curInput  int64         // index of the input being served
+}
+
+type liveBlock struct {
+	b       *allocator.Block
+	stack   trace.StackID
+	trial   int32
+	at      int64 // event index of its alloc, -1 when restored
+	synth   allocator.Stream
+	pending bool // freed, waiting for its free_completed
+	// exact is set once the trace said which streams used the block
+	// (record_stream): its free then waits on those streams' events, and
+	// its free_completed is the allocator's to decide.
+	exact bool
+}
+
+type expectation struct {
+	idx    int64
+	action trace.Action
+	addr   uint64
+	size   uint64
+	stream uint64
+}
+
+func (x *expectation) String() string {
+	if x.action == trace.ActionOOM {
+		return fmt.Sprintf("oom of %d bytes on stream %d", x.size, x.stream)
+	}
+	return fmt.Sprintf("%s of %d bytes at %#x", x.action, x.size, x.addr)
+}
+
+func (d *devState) head() *expectation {
+	if d.expectIdx < len(d.expect) {
+		return &d.expect[d.expectIdx]
+	}
+	return nil
+}
+
+func (d *devState) push(idx int64, e *trace.Event) {
+	if d.expectIdx == len(d.expect) {
+		d.expect = d.expect[:0]
+		d.expectIdx = 0
+	}
+	d.expect = append(d.expect, expectation{idx: idx, action: e.Action, addr: e.Addr, size: e.Size, stream: e.Stream})
+	if c := d.rp.check; c != nil {
+		c.DecisionsExpected++
+	}
+}
+
+// observe receives the replayed allocator's decisions (under its lock).
+func (d *devState) observe(t allocator.TraceEntry) {
+	var act trace.Action
+	switch t.Action {
+	case allocator.ActionSegmentAlloc:
+		act = trace.ActionSegmentAlloc
+	case allocator.ActionSegmentFree:
+		act = trace.ActionSegmentFree
+	case allocator.ActionSegmentMap:
+		act = trace.ActionSegmentMap
+	case allocator.ActionSegmentUnmap:
+		act = trace.ActionSegmentUnmap
+	case allocator.ActionOOM:
+		act = trace.ActionOOM
+	default:
+		return
+	}
+	got := expectation{action: act, addr: t.Addr, size: t.Size, stream: uint64(t.Stream)}
+	h := d.head()
+	if h == nil {
+		d.diverge(d.curInput, "nothing", got.String())
+		return
+	}
+	d.expectIdx++
+	ok := h.action == act && h.size == got.size && h.stream == got.stream
+	if act != trace.ActionOOM {
+		want := d.aliases.translate(h.addr)
+		if ok && act == trace.ActionSegmentMap && want != got.addr {
+			want = d.alias(h.addr, got.addr)
+		}
+		ok = ok && want == got.addr
+	}
+	if ok {
+		d.matched()
+	} else {
+		d.diverge(h.idx, h.String(), got.String())
+	}
+}
+
+func (d *devState) matched() {
+	if c := d.rp.check; c != nil {
+		c.DecisionsMatched++
+	}
+}
+
+func (d *devState) diverge(idx int64, expected, actual string) {
+	if c := d.rp.check; c != nil && c.FirstDivergence == nil {
+		c.FirstDivergence = &Divergence{Index: idx, Device: d.index, Expected: expected, Actual: actual}
+	}
+}
+
+// drain counts the expectations the last input left unmatched.
+func (d *devState) drain(idx int64) {
+	for h := d.head(); h != nil; h = d.head() {
+		d.expectIdx++
+		d.diverge(h.idx, h.String(), "nothing")
+	}
+}
+
+// event replays one event; stop asks the loop to end (OOMStop).
+func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
+	if e.Action.IsDecision() {
+		if d.skipping {
+			return false, nil
+		}
+		d.push(idx, e)
+		if e.Action != trace.ActionOOM {
+			return false, nil
+		}
+	}
+	if d.skipping {
+		if e.Action == trace.ActionTrialStart {
+			d.skipping = false
+		} else {
+			d.rp.res.Skipped++
+			return false, nil
+		}
+	}
+	d.curInput = idx
+	if d.rp.infer {
+		if err := d.inferEmptyCache(idx, e); err != nil {
+			return false, err
+		}
+	}
+	switch e.Action {
+	case trace.ActionAlloc:
+		stop, err = d.alloc(idx, e)
+	case trace.ActionOOM:
+		err = d.recordedOOM(idx, e)
+	case trace.ActionFreeRequested:
+		err = d.freeRequested(idx, e)
+	case trace.ActionFreeCompleted:
+		err = d.freeCompleted(idx, e)
+	case trace.ActionEmptyCache:
+		err = d.a.EmptyCache()
+	case trace.ActionStreamSync:
+		d.proc.CompleteEvents(allocator.Stream(e.Stream))
+	case trace.ActionTrialStart:
+		d.trials++
+		d.trial = d.trials
+	case trace.ActionTrialEnd:
+		d.trial = 0
+	case trace.ActionMarker:
+	case trace.ActionRecordStream:
+		err = d.recordStream(idx, e)
+	default:
+		err = d.rp.bad(idx, fmt.Sprintf("unknown action %s", e.Action))
+	}
+	if e.Action == trace.ActionFreeCompleted {
+		// Possibly part of a malloc's synchronisation, between its
+		// releases and its oom: its decisions are not all in yet.
+		return stop, err
+	}
+	if len(d.deferred) > 0 && err == nil {
+		err = d.completeDeferred(idx)
+	}
+	d.drain(idx)
+	return stop, err
+}
+
+// completeDeferred completes the events of deferred frees that the
+// replayed allocator did not synchronise itself (it decided otherwise).
+func (d *devState) completeDeferred(idx int64) error {
+	for _, s := range d.deferred {
+		d.proc.CompleteEvents(s)
+	}
+	d.deferred = d.deferred[:0]
+	if err := d.a.ProcessEvents(); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	return nil
+}
+
+// alias records that the recorded reservation holding rec is the replay's
+// reservation at ours, when ours is the base of a reservation the device
+// placed on its own and nothing is mapped there yet, and returns the
+// translation of rec.
+func (d *devState) alias(rec, ours uint64) uint64 {
+	size, ok := d.dev.unaliased[ours]
+	if !ok || d.aliases.find(rec) >= 0 {
+		return rec
+	}
+	delete(d.dev.unaliased, ours)
+	d.aliases.insert(xrange{ours: rec, sim: ours, size: size})
+	return ours
+}
+
+// inferEmptyCache replays a run of recorded releases that no malloc
+// explains as torch.cuda.empty_cache(), before the input e at idx. A
+// malloc's releases are followed, past any free_completed entries of its
+// synchronisation and further decisions, by its oom, or by its alloc after
+// a new segment; releases followed by anything else, or by an alloc served
+// from the cache, were empty_cache's.
+func (d *devState) inferEmptyCache(idx int64, e *trace.Event) error {
+	h := d.head()
+	if h == nil || (h.action != trace.ActionSegmentFree && h.action != trace.ActionSegmentUnmap) {
+		return nil
+	}
+	newSegment := false
+	for _, x := range d.expect[d.expectIdx:] {
+		if x.action == trace.ActionSegmentAlloc || x.action == trace.ActionSegmentMap {
+			newSegment = true
+		}
+	}
+	in := e
+	for k := 0; in != nil && (in.Action == trace.ActionFreeCompleted || (in.Action.IsDecision() && in.Action != trace.ActionOOM)); k++ {
+		if in.Action == trace.ActionSegmentAlloc || in.Action == trace.ActionSegmentMap {
+			newSegment = true
+		}
+		var err error
+		if in, err = d.rp.peek(k); err != nil {
+			return err
+		}
+		for in != nil && in.Device != e.Device {
+			k++
+			if in, err = d.rp.peek(k); err != nil {
+				return err
+			}
+		}
+	}
+	if in != nil && (in.Action == trace.ActionOOM || (in.Action == trace.ActionAlloc && newSegment)) {
+		return nil
+	}
+	return d.a.EmptyCache()
+}
+
+// endOfTrace replays a trailing run of releases as empty_cache.
+func (d *devState) endOfTrace() error {
+	if d.rp.infer && d.head() != nil {
+		d.curInput = d.rp.n - 1
+		return d.inferEmptyCache(d.rp.n-1, &trace.Event{Action: trace.ActionMarker, Device: d.index})
+	}
+	return nil
+}
+
+func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
+	if e.Size == 0 {
+		return false, d.rp.bad(idx, "alloc of 0 bytes")
+	}
+	if prev, dup := d.live[e.Addr]; dup {
+		return false, d.rp.bad(idx, fmt.Sprintf("alloc at %#x, which is live since event %d", e.Addr, prev.at))
+	}
+	b, err := d.a.Malloc(e.Size, allocator.Stream(e.Stream))
+	if err != nil {
+		var oom *allocator.OutOfMemoryError
+		if !errors.As(err, &oom) {
+			return false, fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		return d.outOfMemory(idx, e, oom)
+	}
+	if c := d.rp.check; c != nil {
+		c.DecisionsExpected++
+		if b.Addr() == d.aliases.translate(e.Addr) {
+			c.DecisionsMatched++
+		} else {
+			d.diverge(idx, fmt.Sprintf("alloc of %d bytes at %#x", e.Size, e.Addr),
+				fmt.Sprintf("alloc at %#x", b.Addr()))
+		}
+	}
+	d.live[e.Addr] = liveBlock{b: b, stack: e.Stack, trial: d.trial, at: idx}
+	if d.failed != nil {
+		delete(d.failed, e.Addr)
+	}
+	if rec := d.rp.opts.Recorder; rec != nil {
+		rec.Alloc(d.index, idx, b, e.Stack)
+	}
+	return false, nil
+}
+
+// outOfMemory applies the OOM policy to a failed alloc.
+func (d *devState) outOfMemory(idx int64, e *trace.Event, oom *allocator.OutOfMemoryError) (bool, error) {
+	res := d.rp.res
+	res.OOMs = append(res.OOMs, OOM{Index: idx, Device: d.index, Size: e.Size, Message: oom.Error()})
+	if rec := d.rp.opts.Recorder; rec != nil {
+		rec.OOM(d.index, idx, oom)
+	}
+	if c := d.rp.check; c != nil {
+		c.DecisionsExpected++
+		d.diverge(idx, fmt.Sprintf("alloc of %d bytes at %#x", e.Size, e.Addr), "out of memory")
+	}
+	switch d.rp.opts.OOM {
+	case OOMSkip:
+		res.Skipped++
+		if d.failed == nil {
+			d.failed = map[uint64]struct{}{}
+		}
+		d.failed[e.Addr] = struct{}{}
+		return false, nil
+	case OOMDropTrial:
+		res.Skipped++
+		return false, d.dropTrial(idx)
+	default:
+		return true, nil
+	}
+}
+
+// dropTrial frees the current trial's live blocks and skips its remaining
+// events.
+func (d *devState) dropTrial(idx int64) error {
+	var addrs []uint64
+	for addr, lb := range d.live {
+		if lb.trial == d.trial {
+			addrs = append(addrs, addr)
+		}
+	}
+	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
+	for _, addr := range addrs {
+		lb := d.live[addr]
+		delete(d.live, addr)
+		if lb.pending {
+			d.proc.CompleteEvents(lb.synth)
+			continue
+		}
+		if rec := d.rp.opts.Recorder; rec != nil {
+			rec.Free(d.index, idx, lb.b, lb.stack)
+		}
+		if err := d.a.Free(lb.b); err != nil {
+			return fmt.Errorf("replay: event %d: dropping trial: %w", idx, err)
+		}
+	}
+	if err := d.a.ProcessEvents(); err != nil {
+		return fmt.Errorf("replay: event %d: dropping trial: %w", idx, err)
+	}
+	d.skipping = true
+	return nil
+}
+
+// recordedOOM replays the request of a malloc that failed in the recording.
+func (d *devState) recordedOOM(idx int64, e *trace.Event) error {
+	b, err := d.a.Malloc(e.Size, allocator.Stream(e.Stream))
+	if err != nil {
+		var oom *allocator.OutOfMemoryError
+		if !errors.As(err, &oom) {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		d.rp.res.OOMs = append(d.rp.res.OOMs, OOM{Index: idx, Device: d.index, Size: e.Size, Recorded: true, Message: oom.Error()})
+		if rec := d.rp.opts.Recorder; rec != nil {
+			rec.OOM(d.index, idx, oom)
+		}
+		return nil
+	}
+	// The replay had room where the recording did not; the program never
+	// got this block, so it goes straight back.
+	if err := d.a.Free(b); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	return nil
+}
+
+func (d *devState) freeRequested(idx int64, e *trace.Event) error {
+	lb, ok := d.live[e.Addr]
+	if !ok {
+		if _, skipped := d.failed[e.Addr]; skipped {
+			delete(d.failed, e.Addr)
+			d.rp.res.Skipped++
+			d.skipCompletion(e)
+			return nil
+		}
+		return d.rp.bad(idx, fmt.Sprintf("free of unknown address %#x", e.Addr))
+	}
+	if lb.pending {
+		return d.rp.bad(idx, fmt.Sprintf("double free of %#x (freed before, not yet completed)", e.Addr))
+	}
+	if rec := d.rp.opts.Recorder; rec != nil {
+		rec.Free(d.index, idx, lb.b, lb.stack)
+	}
+	if lb.exact {
+		lb.pending = true
+		d.live[e.Addr] = lb
+		if err := d.a.Free(lb.b); err != nil {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		return nil
+	}
+	nx, err := d.rp.peek(0)
+	if err != nil {
+		return err
+	}
+	if nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr {
+		// The usual case: the block returns to its pool at once.
+		delete(d.live, e.Addr)
+		if err := d.a.Free(lb.b); err != nil {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		d.rp.consume()
+		return nil
+	}
+	d.synth++
+	lb.synth = allocator.Stream(synthStreamBase + d.synth)
+	lb.pending = true
+	if err := d.a.RecordStream(lb.b, lb.synth); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	if err := d.a.Free(lb.b); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	d.live[e.Addr] = lb
+	return nil
+}
+
+// recordStream replays Tensor.record_stream from a memreplay recording.
+func (d *devState) recordStream(idx int64, e *trace.Event) error {
+	lb, ok := d.live[e.Addr]
+	if !ok || lb.pending {
+		return d.rp.bad(idx, fmt.Sprintf("record_stream of %#x, which is not allocated", e.Addr))
+	}
+	if err := d.a.RecordStream(lb.b, allocator.Stream(e.Stream)); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	lb.exact = true
+	d.live[e.Addr] = lb
+	return nil
+}
+
+// skipCompletion consumes the free_completed of a skipped block.
+func (d *devState) skipCompletion(e *trace.Event) {
+	nx, err := d.rp.peek(0)
+	if err == nil && nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr {
+		d.rp.consume()
+		d.rp.res.Skipped++
+	}
+}
+
+func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
+	lb, ok := d.live[e.Addr]
+	if !ok {
+		return d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr))
+	}
+	if !lb.pending {
+		if lb.at >= 0 {
+			return d.rp.bad(idx, fmt.Sprintf("free_completed of %#x, which was not freed", e.Addr))
+		}
+		// A block restored as live whose free request fell before the
+		// trace began.
+		if rec := d.rp.opts.Recorder; rec != nil {
+			rec.Free(d.index, idx, lb.b, lb.stack)
+		}
+		delete(d.live, e.Addr)
+		if err := d.a.Free(lb.b); err != nil {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		return nil
+	}
+	delete(d.live, e.Addr)
+	if lb.exact {
+		return nil
+	}
+	sync, err := d.completedBySync(e, lb)
+	if err != nil {
+		return err
+	}
+	if sync {
+		d.deferred = append(d.deferred, lb.synth)
+		return nil
+	}
+	d.proc.CompleteEvents(lb.synth)
+	if err := d.a.ProcessEvents(); err != nil {
+		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	return nil
+}
+
+// completedBySync decides whether the recorded free_completed e came from
+// PyTorch's synchronize_and_free_events (malloc's last resort, or
+// empty_cache) rather than from process_events at the start of a malloc. The
+// trace does not say; the replay must know, because a block that process_events
+// returned is free before the malloc searches its pool, while one returned by
+// the synchronisation becomes free only after the cache was (partly)
+// released. The evidence, looking past the run of free_completed entries:
+//
+//   - releases already queued for this malloc: release_available_cached_blocks
+//     ran before the synchronisation;
+//   - an oom or empty_cache next: a synchronisation (had process_events
+//     freed a block that fits, the malloc would not have failed; had none
+//     fitted, both orders decide the same);
+//   - releases next: with max_split_size unlimited and no GC the release
+//     path frees every free segment either way, so only a block that would
+//     have served the request tells (it must have been pending); with
+//     max_split_size or GC, process_events unless such a block exists.
+//
+// A new segment next means process_events: after a synchronisation that
+// released nothing cudaMalloc would fail again.
+func (d *devState) completedBySync(e *trace.Event, lb liveBlock) (bool, error) {
+	for _, x := range d.expect[d.expectIdx:] {
+		if x.action == trace.ActionSegmentFree || x.action == trace.ActionSegmentUnmap {
+			return true, nil
+		}
+	}
+	var next *trace.Event
+	k := 0
+	for ; ; k++ {
+		nx, err := d.rp.peek(k)
+		if err != nil {
+			return false, err
+		}
+		if nx == nil {
+			return false, nil
+		}
+		if nx.Device != e.Device || nx.Action == trace.ActionFreeCompleted {
+			continue
+		}
+		next = nx
+		break
+	}
+	switch next.Action {
+	case trace.ActionOOM, trace.ActionEmptyCache:
+		return true, nil
+	case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+	default:
+		return false, nil
+	}
+	// Find the request the malloc serves.
+	for j := k; j < k+4096; j++ {
+		nx, err := d.rp.peek(j)
+		if err != nil || nx == nil {
+			return false, err
+		}
+		if nx.Device != e.Device {
+			continue
+		}
+		var rounded uint64
+		switch nx.Action {
+		case trace.ActionOOM:
+			rounded = nx.Size
+		case trace.ActionAlloc:
+			cfg := d.a.Config()
+			rounded = d.a.Policy().RoundSize(&cfg, nx.Size)
+		case trace.ActionFreeCompleted, trace.ActionSegmentAlloc, trace.ActionSegmentFree,
+			trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+			continue
+		default:
+			return false, nil
+		}
+		small := rounded <= allocator.SmallSize
+		return lb.b.Size() >= rounded && uint64(lb.b.Stream()) == nx.Stream &&
+			(lb.b.Size() <= allocator.SmallSize) == small, nil
+	}
+	return false, nil
+}

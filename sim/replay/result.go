@@ -1,0 +1,137 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// OOMPolicy says what a replay does when its allocator runs out of memory
+// where the recording did not.
+type OOMPolicy int
+
+const (
+	// OOMStop ends the replay at the first OOM (the default, what an
+	// unprotected training job does).
+	OOMStop OOMPolicy = iota
+	// OOMSkip skips the failed allocation and, later, its frees.
+	OOMSkip
+	// OOMDropTrial frees every live block of the current trial and skips
+	// the trial's remaining events, as the seeds' pruning of OOM trials
+	// does. A trace without trial markers is one trial per device.
+	OOMDropTrial
+)
+
+var oomPolicyNames = [...]string{"stop", "skip", "drop-trial"}
+
+func (p OOMPolicy) String() string {
+	if int(p) < len(oomPolicyNames) {
+		return oomPolicyNames[p]
+	}
+	return fmt.Sprintf("OOMPolicy(%d)", int(p))
+}
+
+// ParseOOMPolicy reads "stop", "skip" or "drop-trial".
+func ParseOOMPolicy(s string) (OOMPolicy, error) {
+	for i, n := range oomPolicyNames {
+		if n == s {
+			return OOMPolicy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown OOM policy %q (want stop, skip or drop-trial)", s)
+}
+
+// Result is what a replay did.
+type Result struct {
+	// Events is the number of trace events read, skipped ones included.
+	Events int64
+	// Config is the allocator configuration replayed, and ConfigSource
+	// where it came from ("trace", "override", "default").
+	Config       config.Config
+	ConfigSource string
+	Devices      []DeviceResult
+	// OOMs lists the replay's out-of-memory failures in order.
+	OOMs []OOM
+	// Stopped is set when the OOM policy ended the replay at event
+	// StoppedAt.
+	Stopped   bool
+	StoppedAt int64
+	// Skipped counts events skipped: bad events under Lenient, and the
+	// events the OOM policy skipped. Problems keeps the first few reasons.
+	Skipped  int64
+	Problems []string
+	// Reconstructed describes the state rebuilt before the first event of
+	// a partial trace; nil for a trace recorded from the start.
+	Reconstructed *Reconstruction
+	// Check is set when Options.Check was.
+	Check *CheckResult
+}
+
+// DeviceResult is one device's end state.
+type DeviceResult struct {
+	Index int32
+	// Capacity is the simulated device's memory and CapacitySource why:
+	// "option", "trace header", "implied by oom at event N", "unknown".
+	Capacity       uint64
+	CapacitySource string
+	Stats          allocator.Stats
+	Counters       sim.Counters
+	Final          allocator.Snapshot
+}
+
+// OOM is one failed allocation of the replay.
+type OOM struct {
+	Index  int64 // event index
+	Device int32
+	Size   uint64 // the request
+	// Recorded is set when the trace recorded an OOM here too.
+	Recorded bool
+	Message  string // PyTorch's message
+}
+
+// CheckResult compares the replay's decisions with the recording
+// allocator's (DESIGN.md's contract). A decision is a recorded
+// segment_alloc, segment_free, segment_map, segment_unmap or oom entry, or
+// the address an alloc entry was given.
+type CheckResult struct {
+	DecisionsExpected int64
+	DecisionsMatched  int64
+	FirstDivergence   *Divergence
+	// FinalSegmentsMatch compares the final layout (segments and their
+	// blocks: address, size, state) with the trace's final segments; nil
+	// when the trace has none.
+	FinalSegmentsMatch *bool
+	// FinalDifference describes the first difference of the final layout.
+	FinalDifference string
+}
+
+// Passed reports whether every decision and the final layout matched.
+func (c *CheckResult) Passed() bool {
+	return c.FirstDivergence == nil && c.DecisionsMatched == c.DecisionsExpected &&
+		(c.FinalSegmentsMatch == nil || *c.FinalSegmentsMatch)
+}
+
+// Divergence is the first decision that differed.
+type Divergence struct {
+	Index    int64 // event index of the recorded decision (or of the input the replay was serving)
+	Device   int32
+	Expected string
+	Actual   string
+}
+
+func (d *Divergence) String() string {
+	return fmt.Sprintf("device %d, event %d: expected %s, got %s", d.Device, d.Index, d.Expected, d.Actual)
+}
+
+// Reconstruction summarises the state rebuilt before a partial trace.
+type Reconstruction struct {
+	Segments      int    // segments that existed before the first event
+	SegmentBytes  uint64 // their bytes
+	LiveBlocks    int    // blocks live before the first event
+	LiveBytes     uint64
+	Unresolved    int // frees of blocks outside any known segment (skipped)
+	InferredSizes int // live blocks whose size was inferred from their requested size
+	Notes         []string
+}

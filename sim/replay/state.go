@@ -1,0 +1,67 @@
+package replay
+
+import (
+	"fmt"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+// restore rebuilds the device's segments that existed before the first
+// event (the trace's Initial state), at their recorded addresses, and maps
+// their live blocks. Under expandable_segments:True the segments are
+// restored as ordinary ones and the setting switched on afterwards, as if
+// the program had changed it after loading its model: PyTorch keeps such
+// segments, and a snapshot does not carry an expandable segment's pages.
+func (d *devState) restore() error {
+	init, _ := d.rp.r.Initial()
+	var segs []*trace.Segment
+	for i := range init {
+		if init[i].Device == d.index {
+			segs = append(segs, &init[i])
+		}
+	}
+	if len(segs) == 0 {
+		return nil
+	}
+	cfg := d.rp.cfg
+	if cfg.ExpandableSegments {
+		plain := cfg
+		plain.ExpandableSegments = false
+		if err := d.a.SetConfig(plain); err != nil {
+			return err
+		}
+		defer func() { _ = d.a.SetConfig(cfg) }()
+	}
+	for _, s := range segs {
+		rs := allocator.RestoreSegment{Size: s.TotalSize, Stream: allocator.Stream(s.Stream), Small: s.Pool == "small"}
+		for _, b := range s.Blocks {
+			rs.Blocks = append(rs.Blocks, allocator.RestoreBlock{Size: b.Size, Requested: b.RequestedSize,
+				Allocated: b.State != trace.BlockInactive})
+		}
+		d.dev.force = s.Address
+		bases, live, err := d.a.Restore([]allocator.RestoreSegment{rs})
+		d.dev.force = 0
+		if err != nil {
+			return &trace.FormatError{File: d.rp.opts.Name, Offset: -1, Event: -1,
+				Msg: fmt.Sprintf("initial segment at %#x on device %d", s.Address, d.index), Err: err}
+		}
+		if bases[0] != s.Address {
+			return &trace.FormatError{File: d.rp.opts.Name, Offset: -1, Event: -1,
+				Msg: fmt.Sprintf("initial segment at %#x on device %d overlaps another", s.Address, d.index)}
+		}
+		k := 0
+		for _, b := range s.Blocks {
+			if b.State == trace.BlockInactive {
+				continue
+			}
+			lb := live[0][k]
+			k++
+			d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1}
+			if rec := d.rp.opts.Recorder; rec != nil {
+				rec.Alloc(d.index, -1, lb, b.Stack)
+			}
+		}
+	}
+	return nil
+}
