@@ -604,7 +604,9 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 		// releases and its oom: its decisions are not all in yet.
 		return stop, err
 	}
-	if len(d.deferred) > 0 && err == nil {
+	if len(d.deferred) > 0 && err == nil && (e.Action == trace.ActionAlloc || e.Action == trace.ActionOOM || e.Action == trace.ActionEmptyCache) {
+		// The malloc (or empty_cache) that should have synchronised them
+		// is done.
 		err = d.completeDeferred(idx)
 	}
 	d.drain(idx)
@@ -829,7 +831,30 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 	if err != nil {
 		return err
 	}
-	if nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr {
+	pair := nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr
+	if pair && d.rp.infer {
+		// Even a free_completed right after its request may be the
+		// synchronisation of the next malloc (see completedBySync).
+		sync, err := d.completedBySync(e, lb, 1)
+		if err != nil {
+			return err
+		}
+		if sync {
+			d.rp.consume()
+			d.synth++
+			lb.synth = allocator.Stream(synthStreamBase + d.synth)
+			if err := d.a.RecordStream(lb.b, lb.synth); err != nil {
+				return fmt.Errorf("replay: event %d: %w", idx, err)
+			}
+			if err := d.a.Free(lb.b); err != nil {
+				return fmt.Errorf("replay: event %d: %w", idx, err)
+			}
+			delete(d.live, e.Addr)
+			d.deferred = append(d.deferred, lb.synth)
+			return nil
+		}
+	}
+	if pair {
 		// The usual case: the block returns to its pool at once.
 		delete(d.live, e.Addr)
 		if err := d.a.Free(lb.b); err != nil {
@@ -898,9 +923,12 @@ func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 	if lb.exact {
 		return nil
 	}
-	sync, err := d.completedBySync(e, lb)
-	if err != nil {
-		return err
+	sync := false
+	if d.rp.infer {
+		var err error
+		if sync, err = d.completedBySync(e, lb, 0); err != nil {
+			return err
+		}
 	}
 	if sync {
 		d.deferred = append(d.deferred, lb.synth)
@@ -933,14 +961,14 @@ func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 //
 // A new segment next means process_events: after a synchronisation that
 // released nothing cudaMalloc would fail again.
-func (d *devState) completedBySync(e *trace.Event, lb liveBlock) (bool, error) {
+func (d *devState) completedBySync(e *trace.Event, lb liveBlock, from int) (bool, error) {
 	for _, x := range d.expect[d.expectIdx:] {
 		if x.action == trace.ActionSegmentFree || x.action == trace.ActionSegmentUnmap {
 			return true, nil
 		}
 	}
 	var next *trace.Event
-	k := 0
+	k := from
 	for ; ; k++ {
 		nx, err := d.rp.peek(k)
 		if err != nil {

@@ -57,10 +57,28 @@ func (d *devState) restore() error {
 			}
 			lb := live[0][k]
 			k++
-			d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1}
 			if rec := d.rp.opts.Recorder; rec != nil {
 				rec.Alloc(d.index, -1, lb, b.Stack)
 			}
+			if b.State != trace.BlockPendingFree {
+				d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1}
+				continue
+			}
+			// Freed, waiting on stream events: free it again on a private
+			// stream whose event completes when the trace shows its
+			// free_completed.
+			if rec := d.rp.opts.Recorder; rec != nil {
+				rec.Free(d.index, -1, lb, b.Stack)
+			}
+			d.synth++
+			synth := allocator.Stream(synthStreamBase + d.synth)
+			if err := d.a.RecordStream(lb, synth); err != nil {
+				return err
+			}
+			if err := d.a.Free(lb); err != nil {
+				return err
+			}
+			d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1, synth: synth, pending: true}
 		}
 	}
 	return nil
