@@ -673,10 +673,34 @@ func (d *devState) inferEmptyCache(idx int64, e *trace.Event) error {
 			}
 		}
 	}
-	if in != nil && (in.Action == trace.ActionOOM || (in.Action == trace.ActionAlloc && newSegment)) {
+	if in != nil && (in.Action == trace.ActionOOM || (in.Action == trace.ActionAlloc && newSegment && !d.releasedFit(in))) {
 		return nil
 	}
 	return d.a.EmptyCache()
+}
+
+// releasedFit says whether a queued release freed a whole segment that
+// would have served the alloc e: a malloc takes a fitting cached block
+// before it releases anything, so such releases were empty_cache's.
+func (d *devState) releasedFit(e *trace.Event) bool {
+	cfg := d.a.Config()
+	rounded := d.a.Policy().RoundSize(&cfg, e.Size)
+	for _, x := range d.expect[d.expectIdx:] {
+		if x.action != trace.ActionSegmentFree || x.stream != e.Stream || x.size < rounded {
+			continue
+		}
+		if (rounded <= allocator.SmallSize) != (x.size == allocator.SmallBuffer) {
+			continue // the other pool
+		}
+		if rounded < cfg.MaxSplitSize && x.size >= cfg.MaxSplitSize {
+			continue // oversize blocks serve only oversize requests
+		}
+		if rounded >= cfg.MaxSplitSize && x.size >= rounded+cfg.MaxNonSplitRoundingSize {
+			continue
+		}
+		return true
+	}
+	return false
 }
 
 // endOfTrace replays a trailing run of releases as empty_cache.
