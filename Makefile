@@ -32,7 +32,13 @@ race:
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzPickle -fuzztime $(FUZZTIME)
+	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzPyTorch -fuzztime $(FUZZTIME)
+	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzNative -fuzztime $(FUZZTIME)
+	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzRMM -fuzztime $(FUZZTIME)
 
-# The allocator's hot-path benchmarks (figures in docs/allocator.md).
+# The allocator's hot-path benchmarks (figures in docs/allocator.md) and the
+# replay's throughput (docs/replay.md).
 bench:
 	bash bench/allocator.sh
+	bash bench/replay.sh
