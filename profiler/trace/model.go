@@ -211,7 +211,7 @@ type sliceReader struct {
 	i int
 }
 
-func (r *sliceReader) Header() Header   { return r.t.Header }
+func (r *sliceReader) Header() Header  { return r.t.Header }
 func (r *sliceReader) Stacks() *Stacks { return r.t.Stacks }
 func (r *sliceReader) Initial() ([]Segment, bool) {
 	return r.t.Initial, r.t.InitialReconstructed

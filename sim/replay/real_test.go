@@ -11,20 +11,23 @@ import (
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
-const sharedTraces = "../../../shared/traces/pytorch"
+const (
+	sharedTraces = "../../../shared/traces/pytorch"
+	ownTraces    = "../../traces/pytorch" // the project's copies, with NOTICE.md
+)
 
-// realTrace reads a trace from this package's testdata, or from ../shared
+// realTrace reads a trace from the project's traces/, or from ../shared
 // when present, or skips.
 func realTrace(t *testing.T, name string) *trace.Trace {
 	t.Helper()
-	for _, p := range []string{filepath.Join("testdata", name), filepath.Join(sharedTraces, name)} {
+	for _, p := range []string{filepath.Join(ownTraces, name), filepath.Join(sharedTraces, name)} {
 		if _, err := os.Stat(p); err == nil {
 			tr, err := trace.ReadPyTorchFile(p)
 			require.NoError(t, err)
 			return tr
 		}
 	}
-	t.Skipf("%s: not in testdata, and ../shared/traces/pytorch (beside the checkout in CI) is not present", name)
+	t.Skipf("%s: not in traces/pytorch, and ../shared/traces/pytorch (beside the checkout in CI) is not present", name)
 	return nil
 }
 

@@ -1,0 +1,111 @@
+package trace
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Format names a trace file format.
+type Format string
+
+const (
+	FormatNative  Format = "native"           // memreplay's own (native.go)
+	FormatPyTorch Format = "pytorch-snapshot" // torch.cuda.memory._dump_snapshot pickles
+	FormatRMM     Format = "rmm-log"          // RMM logging_resource_adaptor CSV
+)
+
+// Detect names the format of a file from its first bytes: the native magic,
+// a pickle's PROTO opcode (0x80 and a protocol from 2 to 5), or RMM's CSV
+// header line.
+func Detect(prefix []byte) (Format, bool) {
+	switch {
+	case IsNative(prefix):
+		return FormatNative, true
+	case len(prefix) >= 2 && prefix[0] == 0x80 && prefix[1] >= 2 && prefix[1] <= 5:
+		return FormatPyTorch, true
+	case IsRMM(prefix):
+		return FormatRMM, true
+	}
+	return "", false
+}
+
+// Opened is a trace file ready to read: a streaming Reader for the native
+// format, and also the whole Trace for formats that are read at once
+// (pickles, RMM logs), which a replay may then complete (sim/replay's
+// Prepare reconstructs the state before a partial trace).
+type Opened struct {
+	Path   string
+	Format Format
+	Reader Reader
+	Trace  *Trace // nil for streamed formats
+	file   *os.File
+}
+
+// Close releases the file.
+func (o *Opened) Close() error {
+	var err error
+	if o.Reader != nil {
+		err = o.Reader.Close()
+	}
+	if o.file != nil {
+		if e := o.file.Close(); err == nil {
+			err = e
+		}
+	}
+	return err
+}
+
+// Open opens a trace file of any supported format. An unknown format is a
+// *FormatError at byte offset 0.
+func Open(path string) (*Opened, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	br := bufio.NewReaderSize(f, 1<<16)
+	prefix, err := br.Peek(64)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		f.Close()
+		return nil, &FormatError{File: path, Offset: 0, Event: -1, Msg: "reading", Err: err}
+	}
+	format, ok := Detect(prefix)
+	if !ok {
+		f.Close()
+		what := "empty file"
+		if len(prefix) > 0 {
+			what = fmt.Sprintf("starts with %q", string(bytes.ToValidUTF8(prefix[:min(len(prefix), 16)], []byte("?"))))
+		}
+		return nil, &FormatError{File: path, Offset: 0, Event: -1,
+			Msg: "not a trace: expected a memreplay trace, a PyTorch memory snapshot pickle or an RMM log; " + what}
+	}
+	o := &Opened{Path: path, Format: format}
+	switch format {
+	case FormatNative:
+		r, err := NewNativeReader(br, path)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		o.Reader, o.file = r, f
+		return o, nil
+	case FormatPyTorch:
+		f.Close()
+		// By path: the importer sizes its buffer from the file.
+		t, err := ReadPyTorchFile(path)
+		if err != nil {
+			return nil, err
+		}
+		o.Trace, o.Reader = t, t.NewReader()
+	case FormatRMM:
+		t, err := ReadRMM(br, path)
+		f.Close()
+		if err != nil {
+			return nil, err
+		}
+		o.Trace, o.Reader = t, t.NewReader()
+	}
+	return o, nil
+}

@@ -1,0 +1,892 @@
+package trace
+
+// A safe reader for plain-data pickles (PyTorch memory snapshots).
+//
+// Python's pickle format is a small stack machine: each opcode pushes a
+// value, pops values into a container, or saves/recalls a value in the
+// "memo" (a table that lets one object appear many times, and is how the
+// snapshot's shared strings, frame dicts and frame lists are written once).
+// Python's own unpickler also has opcodes that import any global and call
+// it (GLOBAL, STACK_GLOBAL, REDUCE, BUILD, INST, OBJ, NEWOBJ...), which is
+// why loading an untrusted pickle runs arbitrary code. This machine has no
+// such opcodes at all: it accepts only the ones that build dicts, lists,
+// tuples, str, bytes, int, float, bool and None (section 5.3 of
+// ../shared/docs/pytorch-caching-allocator.md, plus POP, POP_MARK, DUP and
+// the two short bytes opcodes), and refuses every other byte with an error
+// naming the opcode and its offset. Nothing is looked up by name, so there
+// is nothing to allow-list.
+//
+// Representation. A snapshot is millions of small dicts, lists and ints
+// that all live until the end of decoding. As Go interface values (a
+// boxed int64 per address, an `any` pair per dict item) the import spent
+// most of its time allocating and in the garbage collector's write
+// barriers and marking. So a decoded value is a pv: a uint64 with a kind
+// in its top 4 bits and a payload below. None, bools and ints that fit in
+// 60 bits are the payload itself; other numbers, strings, lists, dicts and
+// tuples are an index into the arenas of the pickled result. The stack,
+// the memo and the containers' items are slices of pv, which hold no Go
+// pointers, so the GC never scans them; containers are allocated in
+// chunks, and their item slices are carved from shared slabs.
+//
+// Identity is kept: a memo back-reference yields the same list or dict
+// index, so the importer caches its conversion of a shared frame list or
+// frame dict on the object (the tag fields) and converts it once. A dict
+// keeps its items in insertion order, in a slice, rather than in a Go map:
+// snapshot dicts have at most a dozen string keys. A repeated key is kept
+// as a second item; readers walk the items in order so the later value
+// wins, as in Python.
+//
+// Integers wider than 64 bits are refused: PyTorch writes addresses,
+// sizes, streams and times as int64 (the C++ pickler as an 8-byte LONG1);
+// an unsigned 64-bit value needs a 9-byte LONG1 in two's complement and is
+// kept as a uint64.
+//
+// Against hostile input: the whole input is in memory and every declared
+// length (strings, bytes, LONG4, FRAME) is checked against what is left
+// before anything is allocated, so memory stays proportional to the input;
+// open MARKs are capped (real pickles nest a handful deep); pops never
+// cross the innermost MARK (Python's C unpickler's "stack underflow"
+// rule); a memo index must have been stored before it is read. The object
+// graph itself can still be deep or cyclic without any MARK (a list
+// appended to itself through the memo), and shared objects make a small
+// graph expand into an exponentially large tree, so code that walks values
+// recursively must carry its own depth and size limits (see toGo); the
+// importer walks only the fixed shape of a snapshot, caches what is shared
+// and counts what it produces against the input size. No input panics:
+// every failure is a *FormatError with the file name and the byte offset
+// of the opcode.
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"strconv"
+)
+
+// pv is a decoded Python value (see the file comment).
+type pv uint64
+
+type pvKind uint8
+
+const (
+	pkNone  pvKind = iota
+	pkBool         // payload 0 or 1
+	pkInt          // payload: the int64 in 60-bit two's complement
+	pkWide         // payload: index in words of an int64 beyond 60 bits
+	pkUint         // payload: index in words of a uint64 >= 2^63
+	pkFloat        // payload: index in words of the float64's bits
+	pkStr          // payload: index in strs
+	pkBytes        // payload: index in bytes
+	pkList         // payload: index in lists
+	pkTuple        // payload: index in lists (a tuple is never changed)
+	pkDict         // payload: index in dicts
+)
+
+const (
+	pvKindShift = 60
+	pvPayload   = 1<<pvKindShift - 1
+)
+
+func mkpv(k pvKind, payload uint64) pv { return pv(uint64(k)<<pvKindShift | payload) }
+
+func (v pv) kind() pvKind     { return pvKind(v >> pvKindShift) }
+func (v pv) payload() uint64  { return uint64(v) & pvPayload }
+func (v pv) inlineInt() int64 { return int64(uint64(v)<<(64-pvKindShift)) >> (64 - pvKindShift) }
+
+var pvNone = mkpv(pkNone, 0)
+
+// typeName is the Python type name, for messages.
+func (v pv) typeName() string {
+	switch v.kind() {
+	case pkNone:
+		return "NoneType"
+	case pkBool:
+		return "bool"
+	case pkInt, pkWide, pkUint:
+		return "int"
+	case pkFloat:
+		return "float"
+	case pkStr:
+		return "str"
+	case pkBytes:
+		return "bytes"
+	case pkList:
+		return "list"
+	case pkTuple:
+		return "tuple"
+	case pkDict:
+		return "dict"
+	}
+	return "?"
+}
+
+// pyList is a Python list or tuple.
+type pyList struct {
+	items []pv
+	// tag is the importer's cache for this object: StackID+1 once the list
+	// was converted as a frame list, 0 before.
+	tag uint32
+}
+
+// pyDict is a Python dict: items in insertion order (see the file comment
+// about repeated keys).
+type pyDict struct {
+	items []pyItem
+	// tag is the importer's cache: frame index+1 once the dict was
+	// converted as a stack frame, 0 before.
+	tag uint32
+}
+
+type pyItem struct{ key, val pv }
+
+// pyArena hands out elements that never move: chunks are allocated whole
+// and never grown, so a pointer to an element stays valid.
+type pyArena[T any] struct {
+	chunks [][]T
+	n      int
+}
+
+const pyArenaShift = 10
+
+func (a *pyArena[T]) alloc() (int, *T) {
+	if a.n&(1<<pyArenaShift-1) == 0 {
+		a.chunks = append(a.chunks, make([]T, 1<<pyArenaShift))
+	}
+	i := a.n
+	a.n++
+	return i, &a.chunks[i>>pyArenaShift][i&(1<<pyArenaShift-1)]
+}
+
+func (a *pyArena[T]) at(i uint64) *T { return &a.chunks[i>>pyArenaShift][i&(1<<pyArenaShift-1)] }
+
+// pickled is a decoded pickle: the root value and the arenas its handles
+// index.
+type pickled struct {
+	root  pv
+	words []uint64
+	strs  []string
+	bytes [][]byte
+	lists pyArena[pyList]
+	dicts pyArena[pyDict]
+}
+
+func (p *pickled) str(v pv) string           { return p.strs[v.payload()] }
+func (p *pickled) list(v pv) *pyList         { return p.lists.at(v.payload()) }
+func (p *pickled) dict(v pv) *pyDict         { return p.dicts.at(v.payload()) }
+func (p *pickled) float(v pv) float64        { return math.Float64frombits(p.words[v.payload()]) }
+func (p *pickled) bytesOf(v pv) []byte       { return p.bytes[v.payload()] }
+func (p *pickled) isStr(v pv, s string) bool { return v.kind() == pkStr && p.strs[v.payload()] == s }
+
+// int returns an int that fits in int64; ok is false for other kinds, and
+// for uints beyond int64 (isUint is then true).
+func (p *pickled) int(v pv) (n int64, ok, isUint bool) {
+	switch v.kind() {
+	case pkInt:
+		return v.inlineInt(), true, false
+	case pkWide:
+		return int64(p.words[v.payload()]), true, false
+	case pkUint:
+		return 0, false, true
+	}
+	return 0, false, false
+}
+
+// bits returns the 64 bits of any int: int64 two's complement, or the
+// uint64.
+func (p *pickled) bits(v pv) (uint64, bool) {
+	switch v.kind() {
+	case pkInt:
+		return uint64(v.inlineInt()), true
+	case pkWide, pkUint:
+		return p.words[v.payload()], true
+	}
+	return 0, false
+}
+
+// get returns the value of the last item whose key is the string k.
+func (p *pickled) get(d *pyDict, k string) (pv, bool) {
+	for i := len(d.items) - 1; i >= 0; i-- {
+		if p.isStr(d.items[i].key, k) {
+			return d.items[i].val, true
+		}
+	}
+	return pvNone, false
+}
+
+// Limits against hostile input. Real snapshots nest about 6 deep.
+const (
+	maxPickleMarks = 1000
+	// maxPickleStack bounds the value stack. The C++ pickler pushes a whole
+	// list before one APPENDS, so a million-entry trace legitimately holds
+	// a million values here; this is far above that.
+	maxPickleStack = 1 << 28
+)
+
+// Opcodes (Lib/pickletools.py). Only the accepted ones and the ones
+// refused by name need a constant; every other byte is "unknown".
+const (
+	opMARK             = '('
+	opSTOP             = '.'
+	opPOP              = '0'
+	opPOP_MARK         = '1'
+	opDUP              = '2'
+	opBININT           = 'J'
+	opBININT1          = 'K'
+	opBININT2          = 'M'
+	opNONE             = 'N'
+	opBINUNICODE       = 'X'
+	opAPPEND           = 'a'
+	opEMPTY_DICT       = '}'
+	opAPPENDS          = 'e'
+	opBINGET           = 'h'
+	opLONG_BINGET      = 'j'
+	opEMPTY_LIST       = ']'
+	opBINPUT           = 'q'
+	opLONG_BINPUT      = 'r'
+	opSETITEM          = 's'
+	opTUPLE            = 't'
+	opEMPTY_TUPLE      = ')'
+	opSETITEMS         = 'u'
+	opBINFLOAT         = 'G'
+	opBINBYTES         = 'B'
+	opSHORT_BINBYTES   = 'C'
+	opPROTO            = 0x80
+	opTUPLE1           = 0x85
+	opTUPLE2           = 0x86
+	opTUPLE3           = 0x87
+	opNEWTRUE          = 0x88
+	opNEWFALSE         = 0x89
+	opLONG1            = 0x8a
+	opLONG4            = 0x8b
+	opSHORT_BINUNICODE = 0x8c
+	opBINUNICODE8      = 0x8d
+	opMEMOIZE          = 0x94
+	opFRAME            = 0x95
+)
+
+// pickleOpNames names every opcode Python knows, for error messages.
+var pickleOpNames = map[byte]string{
+	'(': "MARK", '.': "STOP", '0': "POP", '1': "POP_MARK", '2': "DUP",
+	'F': "FLOAT", 'I': "INT", 'J': "BININT", 'K': "BININT1", 'L': "LONG",
+	'M': "BININT2", 'N': "NONE", 'P': "PERSID", 'Q': "BINPERSID",
+	'R': "REDUCE", 'S': "STRING", 'T': "BINSTRING", 'U': "SHORT_BINSTRING",
+	'V': "UNICODE", 'X': "BINUNICODE", 'a': "APPEND", 'b': "BUILD",
+	'c': "GLOBAL", 'd': "DICT", '}': "EMPTY_DICT", 'e': "APPENDS", 'g': "GET",
+	'h': "BINGET", 'i': "INST", 'j': "LONG_BINGET", 'l': "LIST",
+	']': "EMPTY_LIST", 'o': "OBJ", 'p': "PUT", 'q': "BINPUT",
+	'r': "LONG_BINPUT", 's': "SETITEM", 't': "TUPLE", ')': "EMPTY_TUPLE",
+	'u': "SETITEMS", 'G': "BINFLOAT", 'B': "BINBYTES", 'C': "SHORT_BINBYTES",
+	0x80: "PROTO", 0x81: "NEWOBJ", 0x82: "EXT1", 0x83: "EXT2", 0x84: "EXT4",
+	0x85: "TUPLE1", 0x86: "TUPLE2", 0x87: "TUPLE3", 0x88: "NEWTRUE",
+	0x89: "NEWFALSE", 0x8a: "LONG1", 0x8b: "LONG4",
+	0x8c: "SHORT_BINUNICODE", 0x8d: "BINUNICODE8", 0x8e: "BINBYTES8",
+	0x8f: "EMPTY_SET", 0x90: "ADDITEMS", 0x91: "FROZENSET", 0x92: "NEWOBJ_EX",
+	0x93: "STACK_GLOBAL", 0x94: "MEMOIZE", 0x95: "FRAME", 0x96: "BYTEARRAY8",
+	0x97: "NEXT_BUFFER", 0x98: "READONLY_BUFFER",
+}
+
+// pickleRefusedWhy explains the refusal of the opcodes that import, call
+// or build objects, the ones a hostile pickle uses.
+var pickleRefusedWhy = map[byte]string{
+	'c': "imports a global", 0x93: "imports a global", 'i': "imports and calls a class",
+	'R': "calls an object", 'b': "calls __setstate__", 'o': "calls a class",
+	0x81: "calls cls.__new__", 0x92: "calls cls.__new__",
+	0x82: "imports from the extension registry", 0x83: "imports from the extension registry",
+	0x84: "imports from the extension registry",
+	'P':  "asks for a persistent object", 'Q': "asks for a persistent object",
+	0x97: "asks for an out-of-band buffer", 0x98: "modifies an out-of-band buffer",
+}
+
+func pickleOpName(op byte) string {
+	if n, ok := pickleOpNames[op]; ok {
+		return fmt.Sprintf("%s (0x%02x)", n, op)
+	}
+	return fmt.Sprintf("0x%02x", op)
+}
+
+// unpickler is one decoding run.
+type unpickler struct {
+	pickled
+	file  string
+	data  []byte
+	stack []pv
+	marks []int // stack lengths at each open MARK
+	fence int   // len(stack) at the innermost MARK; pops stop there
+	// memo: indices 0..len(memo)-1 in a slice (every real pickler stores
+	// them in order), any other index in sparse.
+	memo      []pv
+	sparse    map[uint64]pv
+	memoCount int // distinct indices stored: MEMOIZE's next index
+	frameEnd  int // end of the current FRAME, 0 outside frames
+	// Slabs the containers' first items are carved from.
+	pvSlab   []pv
+	itemSlab []pyItem
+}
+
+// unpickle decodes one pickle from data. Bytes after STOP are ignored, as
+// pickle.load does.
+func unpickle(data []byte, file string) (*pickled, error) {
+	u := &unpickler{file: file, data: data}
+	root, err := u.run()
+	if err != nil {
+		return nil, err
+	}
+	u.root = root
+	return &u.pickled, nil
+}
+
+func (u *unpickler) errf(off int, format string, args ...any) *FormatError {
+	return &FormatError{File: u.file, Offset: int64(off), Event: -1, Msg: fmt.Sprintf(format, args...)}
+}
+
+func (u *unpickler) truncated(off int, op byte, need, left int) *FormatError {
+	return u.errf(off, "truncated: %s needs %d more bytes, %d left", pickleOpName(op), need, left)
+}
+
+func (u *unpickler) underflow(off int, op byte) *FormatError {
+	if len(u.marks) > 0 {
+		return u.errf(off, "%s: stack underflow (no value after the MARK at the stack top)", pickleOpName(op))
+	}
+	return u.errf(off, "%s: stack underflow", pickleOpName(op))
+}
+
+func (u *unpickler) memoPut(idx uint64, v pv) {
+	switch n := uint64(len(u.memo)); {
+	case idx < n:
+		u.memo[idx] = v
+		return
+	case idx == n:
+		u.memo = append(u.memo, v)
+		if _, ok := u.sparse[idx]; ok {
+			delete(u.sparse, idx)
+			return // already counted
+		}
+	default:
+		if u.sparse == nil {
+			u.sparse = map[uint64]pv{}
+		}
+		_, had := u.sparse[idx]
+		u.sparse[idx] = v
+		if had {
+			return
+		}
+	}
+	u.memoCount++
+}
+
+func (u *unpickler) memoGet(idx uint64) (pv, bool) {
+	if idx < uint64(len(u.memo)) {
+		return u.memo[idx], true
+	}
+	v, ok := u.sparse[idx]
+	return v, ok
+}
+
+// popMark removes the innermost MARK and returns the stack length it
+// recorded.
+func (u *unpickler) popMark() int {
+	m := u.marks[len(u.marks)-1]
+	u.marks = u.marks[:len(u.marks)-1]
+	u.fence = 0
+	if len(u.marks) > 0 {
+		u.fence = u.marks[len(u.marks)-1]
+	}
+	return m
+}
+
+// pushInt stores an int64 inline when it fits in 60 bits.
+func (u *unpickler) pushInt(x int64) {
+	if x >= -1<<(pvKindShift-1) && x < 1<<(pvKindShift-1) {
+		u.stack = append(u.stack, mkpv(pkInt, uint64(x)&pvPayload))
+		return
+	}
+	u.stack = append(u.stack, u.word(pkWide, uint64(x)))
+}
+
+func (u *unpickler) word(k pvKind, w uint64) pv {
+	u.words = append(u.words, w)
+	return mkpv(k, uint64(len(u.words)-1))
+}
+
+func (u *unpickler) newList(k pvKind, items []pv) pv {
+	i, l := u.lists.alloc()
+	l.items = items
+	return mkpv(k, uint64(i))
+}
+
+// pvSlice returns an empty slice with room for n values. Its capacity is
+// exactly n, so a later append reallocates instead of running into the
+// next container's items.
+func (u *unpickler) pvSlice(n int) []pv {
+	if n > 256 {
+		return make([]pv, 0, n)
+	}
+	if len(u.pvSlab) < n {
+		u.pvSlab = make([]pv, 4096)
+	}
+	s := u.pvSlab[:0:n]
+	u.pvSlab = u.pvSlab[n:]
+	return s
+}
+
+func (u *unpickler) itemSlice(n int) []pyItem {
+	if n > 256 {
+		return make([]pyItem, 0, n)
+	}
+	if len(u.itemSlab) < n {
+		u.itemSlab = make([]pyItem, 2048)
+	}
+	s := u.itemSlab[:0:n]
+	u.itemSlab = u.itemSlab[n:]
+	return s
+}
+
+func (u *unpickler) run() (pv, error) {
+	data := u.data
+	pos := 0
+	for {
+		if pos >= len(data) {
+			return 0, u.errf(pos, "truncated: input ends before STOP")
+		}
+		start := pos
+		op := data[pos]
+		pos++
+		switch op {
+		case opBINGET, opLONG_BINGET:
+			var idx uint64
+			if op == opBINGET {
+				if pos >= len(data) {
+					return 0, u.truncated(start, op, 1, 0)
+				}
+				idx = uint64(data[pos])
+				pos++
+			} else {
+				if len(data)-pos < 4 {
+					return 0, u.truncated(start, op, 4, len(data)-pos)
+				}
+				idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
+				pos += 4
+			}
+			v, ok := u.memoGet(idx)
+			if !ok {
+				return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
+			}
+			u.stack = append(u.stack, v)
+
+		case opSHORT_BINUNICODE, opBINUNICODE, opBINUNICODE8, opSHORT_BINBYTES, opBINBYTES:
+			var n uint64
+			var w int
+			switch op {
+			case opSHORT_BINUNICODE, opSHORT_BINBYTES:
+				w = 1
+			case opBINUNICODE, opBINBYTES:
+				w = 4
+			default:
+				w = 8
+			}
+			if len(data)-pos < w {
+				return 0, u.truncated(start, op, w, len(data)-pos)
+			}
+			switch w {
+			case 1:
+				n = uint64(data[pos])
+			case 4:
+				n = uint64(binary.LittleEndian.Uint32(data[pos:]))
+			default:
+				n = binary.LittleEndian.Uint64(data[pos:])
+			}
+			pos += w
+			if n > uint64(len(data)-pos) {
+				return 0, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(data)-pos)
+			}
+			b := data[pos : pos+int(n)]
+			pos += int(n)
+			if op == opSHORT_BINBYTES || op == opBINBYTES {
+				u.bytes = append(u.bytes, append([]byte{}, b...))
+				u.stack = append(u.stack, mkpv(pkBytes, uint64(len(u.bytes)-1)))
+			} else {
+				u.strs = append(u.strs, string(b))
+				u.stack = append(u.stack, mkpv(pkStr, uint64(len(u.strs)-1)))
+			}
+
+		case opMEMOIZE:
+			if len(u.stack) <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			v := u.stack[len(u.stack)-1]
+			if u.sparse == nil && u.memoCount == len(u.memo) {
+				u.memo = append(u.memo, v) // the usual case, inlined
+				u.memoCount++
+			} else {
+				u.memoPut(uint64(u.memoCount), v)
+			}
+
+		case opBINPUT, opLONG_BINPUT:
+			var idx uint64
+			if op == opBINPUT {
+				if len(data)-pos < 1 {
+					return 0, u.truncated(start, op, 1, 0)
+				}
+				idx = uint64(data[pos])
+				pos++
+			} else {
+				if len(data)-pos < 4 {
+					return 0, u.truncated(start, op, 4, len(data)-pos)
+				}
+				idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
+				pos += 4
+			}
+			if len(u.stack) <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			u.memoPut(idx, u.stack[len(u.stack)-1])
+
+		case opBININT1:
+			if len(data)-pos < 1 {
+				return 0, u.truncated(start, op, 1, 0)
+			}
+			u.stack = append(u.stack, mkpv(pkInt, uint64(data[pos])))
+			pos++
+		case opBININT2:
+			if len(data)-pos < 2 {
+				return 0, u.truncated(start, op, 2, len(data)-pos)
+			}
+			u.stack = append(u.stack, mkpv(pkInt, uint64(binary.LittleEndian.Uint16(data[pos:]))))
+			pos += 2
+		case opBININT:
+			if len(data)-pos < 4 {
+				return 0, u.truncated(start, op, 4, len(data)-pos)
+			}
+			u.pushInt(int64(int32(binary.LittleEndian.Uint32(data[pos:]))))
+			pos += 4
+		case opLONG1, opLONG4:
+			var n int
+			if op == opLONG1 {
+				if len(data)-pos < 1 {
+					return 0, u.truncated(start, op, 1, 0)
+				}
+				n = int(data[pos])
+				pos++
+			} else {
+				if len(data)-pos < 4 {
+					return 0, u.truncated(start, op, 4, len(data)-pos)
+				}
+				n32 := int32(binary.LittleEndian.Uint32(data[pos:]))
+				pos += 4
+				if n32 < 0 {
+					return 0, u.errf(start, "%s: negative byte count %d", pickleOpName(op), n32)
+				}
+				n = int(n32)
+			}
+			if n > len(data)-pos {
+				return 0, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(data)-pos)
+			}
+			x, unsigned, ok := decodeLong(data[pos : pos+n])
+			if !ok {
+				return 0, u.errf(start, "%s: integer of %d bytes does not fit in 64 bits", pickleOpName(op), n)
+			}
+			pos += n
+			if unsigned {
+				u.stack = append(u.stack, u.word(pkUint, x))
+			} else {
+				u.pushInt(int64(x))
+			}
+		case opBINFLOAT:
+			if len(data)-pos < 8 {
+				return 0, u.truncated(start, op, 8, len(data)-pos)
+			}
+			u.stack = append(u.stack, u.word(pkFloat, binary.BigEndian.Uint64(data[pos:])))
+			pos += 8
+
+		case opEMPTY_DICT:
+			i, _ := u.dicts.alloc()
+			u.stack = append(u.stack, mkpv(pkDict, uint64(i)))
+		case opEMPTY_LIST:
+			u.stack = append(u.stack, u.newList(pkList, nil))
+		case opEMPTY_TUPLE:
+			u.stack = append(u.stack, u.newList(pkTuple, nil))
+		case opNONE:
+			u.stack = append(u.stack, pvNone)
+		case opNEWTRUE:
+			u.stack = append(u.stack, mkpv(pkBool, 1))
+		case opNEWFALSE:
+			u.stack = append(u.stack, mkpv(pkBool, 0))
+
+		case opMARK:
+			if len(u.marks) >= maxPickleMarks {
+				return 0, u.errf(start, "MARK: more than %d open MARKs (nesting too deep)", maxPickleMarks)
+			}
+			u.marks = append(u.marks, len(u.stack))
+			u.fence = len(u.stack)
+
+		case opSETITEMS:
+			if len(u.marks) == 0 {
+				return 0, u.errf(start, "%s without a MARK", pickleOpName(op))
+			}
+			m := u.popMark()
+			items := u.stack[m:]
+			if len(items)%2 != 0 {
+				return 0, u.errf(start, "%s: odd number of stack items (%d) for key/value pairs", pickleOpName(op), len(items))
+			}
+			if m-1 < u.fence {
+				return 0, u.underflow(start, op)
+			}
+			t := u.stack[m-1]
+			if t.kind() != pkDict {
+				return 0, u.errf(start, "%s: target is %s, not a dict", pickleOpName(op), t.typeName())
+			}
+			d := u.dicts.at(t.payload())
+			if d.items == nil {
+				d.items = u.itemSlice(len(items) / 2)
+			}
+			for i := 0; i < len(items); i += 2 {
+				if k := items[i].kind(); k == pkList || k == pkDict {
+					return 0, u.errf(start, "%s: unhashable key of type %s", pickleOpName(op), items[i].typeName())
+				}
+				d.items = append(d.items, pyItem{items[i], items[i+1]})
+			}
+			u.stack = u.stack[:m]
+		case opSETITEM:
+			if len(u.stack)-2 <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			n := len(u.stack)
+			t, k := u.stack[n-3], u.stack[n-2]
+			if t.kind() != pkDict {
+				return 0, u.errf(start, "%s: target is %s, not a dict", pickleOpName(op), t.typeName())
+			}
+			if kk := k.kind(); kk == pkList || kk == pkDict {
+				return 0, u.errf(start, "%s: unhashable key of type %s", pickleOpName(op), k.typeName())
+			}
+			d := u.dicts.at(t.payload())
+			d.items = append(d.items, pyItem{k, u.stack[n-1]})
+			u.stack = u.stack[:n-2]
+
+		case opAPPENDS:
+			if len(u.marks) == 0 {
+				return 0, u.errf(start, "%s without a MARK", pickleOpName(op))
+			}
+			m := u.popMark()
+			if m-1 < u.fence {
+				return 0, u.underflow(start, op)
+			}
+			t := u.stack[m-1]
+			if t.kind() != pkList {
+				return 0, u.errf(start, "%s: target is %s, not a list", pickleOpName(op), t.typeName())
+			}
+			l := u.lists.at(t.payload())
+			items := u.stack[m:]
+			if l.items == nil {
+				l.items = u.pvSlice(len(items))
+			}
+			l.items = append(l.items, items...)
+			u.stack = u.stack[:m]
+		case opAPPEND:
+			if len(u.stack)-1 <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			n := len(u.stack)
+			t := u.stack[n-2]
+			if t.kind() != pkList {
+				return 0, u.errf(start, "%s: target is %s, not a list", pickleOpName(op), t.typeName())
+			}
+			l := u.lists.at(t.payload())
+			l.items = append(l.items, u.stack[n-1])
+			u.stack = u.stack[:n-1]
+
+		case opTUPLE:
+			if len(u.marks) == 0 {
+				return 0, u.errf(start, "%s without a MARK", pickleOpName(op))
+			}
+			m := u.popMark()
+			t := append(u.pvSlice(len(u.stack)-m), u.stack[m:]...)
+			u.stack = append(u.stack[:m], u.newList(pkTuple, t))
+		case opTUPLE1, opTUPLE2, opTUPLE3:
+			k := int(op-opTUPLE1) + 1
+			if len(u.stack)-k < u.fence {
+				return 0, u.underflow(start, op)
+			}
+			n := len(u.stack)
+			t := append(u.pvSlice(k), u.stack[n-k:]...)
+			u.stack = append(u.stack[:n-k], u.newList(pkTuple, t))
+
+		case opPOP:
+			switch {
+			case len(u.stack) > u.fence:
+				u.stack = u.stack[:len(u.stack)-1]
+			case len(u.marks) > 0:
+				// Python's POP on an empty MARK pops the MARK.
+				u.popMark()
+			default:
+				return 0, u.underflow(start, op)
+			}
+		case opPOP_MARK:
+			if len(u.marks) == 0 {
+				return 0, u.errf(start, "%s without a MARK", pickleOpName(op))
+			}
+			u.stack = u.stack[:u.popMark()]
+		case opDUP:
+			if len(u.stack) <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			u.stack = append(u.stack, u.stack[len(u.stack)-1])
+
+		case opPROTO:
+			if len(data)-pos < 1 {
+				return 0, u.truncated(start, op, 1, 0)
+			}
+			if v := data[pos]; v < 2 || v > 5 {
+				return 0, u.errf(start, "PROTO %d: only protocols 2 to 5 are read", v)
+			}
+			pos++
+		case opFRAME:
+			// Framing only batches reads for Python's file reader; the
+			// input is already in memory, so a FRAME is checked and
+			// otherwise ignored.
+			if len(data)-pos < 8 {
+				return 0, u.truncated(start, op, 8, len(data)-pos)
+			}
+			n := binary.LittleEndian.Uint64(data[pos:])
+			pos += 8
+			if start < u.frameEnd {
+				return 0, u.errf(start, "FRAME inside the previous frame (which ends at byte offset %d)", u.frameEnd)
+			}
+			if n > uint64(len(data)-pos) {
+				return 0, u.errf(start, "truncated: FRAME declares %d bytes, %d left", n, len(data)-pos)
+			}
+			u.frameEnd = pos + int(n)
+
+		case opSTOP:
+			if len(u.stack) <= u.fence {
+				return 0, u.underflow(start, op)
+			}
+			if len(u.marks) > 0 {
+				return 0, u.errf(start, "STOP with %d unclosed MARK(s)", len(u.marks))
+			}
+			if len(u.stack) != 1 {
+				return 0, u.errf(start, "STOP with %d values on the stack, want 1", len(u.stack))
+			}
+			return u.stack[0], nil
+
+		default:
+			if why, ok := pickleRefusedWhy[op]; ok {
+				return 0, u.errf(start, "refused opcode %s: it %s; a memory snapshot holds only plain data", pickleOpName(op), why)
+			}
+			if _, ok := pickleOpNames[op]; ok {
+				return 0, u.errf(start, "unsupported opcode %s: not used by memory snapshots", pickleOpName(op))
+			}
+			return 0, u.errf(start, "unknown opcode %s", pickleOpName(op))
+		}
+		if len(u.stack) > maxPickleStack {
+			return 0, u.errf(start, "more than %d values on the stack", maxPickleStack)
+		}
+	}
+}
+
+// decodeLong decodes a LONG1/LONG4 payload: little-endian two's complement
+// of any length. The result is the 64 bits of an int64, or, with unsigned
+// set, a uint64 in [2^63, 2^64) (an unsigned address needs 9 bytes: its
+// top bit set and a zero sign byte). ok is false outside both ranges.
+func decodeLong(b []byte) (x uint64, unsigned, ok bool) {
+	n := len(b)
+	if n == 0 {
+		return 0, false, true
+	}
+	neg := b[n-1]&0x80 != 0
+	if n <= 8 {
+		for i := n - 1; i >= 0; i-- {
+			x = x<<8 | uint64(b[i])
+		}
+		if neg {
+			x |= ^uint64(0) << (8 * uint(n)) // sign-extend
+		}
+		return x, false, true
+	}
+	// Wider: every byte from the ninth on must be sign extension.
+	ext := byte(0)
+	if neg {
+		ext = 0xff
+	}
+	for _, c := range b[8:] {
+		if c != ext {
+			return 0, false, false
+		}
+	}
+	x = binary.LittleEndian.Uint64(b)
+	switch {
+	case !neg && x > math.MaxInt64:
+		return x, true, true
+	case neg && x <= math.MaxInt64:
+		return 0, false, false // below -2^63
+	}
+	return x, false, true
+}
+
+// toGo converts a decoded value to plain Go values: nil, bool, int64,
+// uint64, float64, string, []byte, map[string]any for dicts, []any for
+// lists and tuples. It refuses structures deeper than maxDepth, which also
+// stops on cycles, more than maxNodes values in all (a DAG of shared lists
+// expands exponentially), and dicts with keys other than strings.
+func (p *pickled) toGo(v pv, maxDepth, maxNodes int) (any, error) {
+	w := pyGoWalker{p: p, nodes: maxNodes}
+	return w.walk(v, maxDepth)
+}
+
+type pyGoWalker struct {
+	p     *pickled
+	nodes int
+}
+
+func (w *pyGoWalker) walk(v pv, depth int) (any, error) {
+	if depth < 0 {
+		return nil, fmt.Errorf("nested too deeply")
+	}
+	if w.nodes--; w.nodes < 0 {
+		return nil, fmt.Errorf("too many values")
+	}
+	p := w.p
+	switch v.kind() {
+	case pkNone:
+		return nil, nil
+	case pkBool:
+		return v.payload() != 0, nil
+	case pkInt, pkWide:
+		n, _, _ := p.int(v)
+		return n, nil
+	case pkUint:
+		return p.words[v.payload()], nil
+	case pkFloat:
+		return p.float(v), nil
+	case pkStr:
+		return p.str(v), nil
+	case pkBytes:
+		return p.bytesOf(v), nil
+	case pkList, pkTuple:
+		items := p.list(v).items
+		out := make([]any, len(items))
+		for i, it := range items {
+			g, err := w.walk(it, depth-1)
+			if err != nil {
+				return nil, fmt.Errorf("[%d]: %w", i, err)
+			}
+			out[i] = g
+		}
+		return out, nil
+	case pkDict:
+		d := p.dict(v)
+		m := make(map[string]any, len(d.items))
+		for _, it := range d.items {
+			if it.key.kind() != pkStr {
+				return nil, fmt.Errorf("dict key of type %s", it.key.typeName())
+			}
+			k := p.str(it.key)
+			g, err := w.walk(it.val, depth-1)
+			if err != nil {
+				return nil, fmt.Errorf("[%s]: %w", strconv.Quote(k), err)
+			}
+			m[k] = g
+		}
+		return m, nil
+	}
+	return nil, fmt.Errorf("unknown kind %d", v.kind())
+}

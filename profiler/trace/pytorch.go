@@ -1,0 +1,941 @@
+package trace
+
+// The PyTorch memory snapshot importer: torch.cuda.memory._dump_snapshot()
+// pickles (section 5.2 of ../shared/docs/pytorch-caching-allocator.md) to
+// a Trace, through the safe unpickler of pickle.go.
+//
+// Accepted shapes, oldest first:
+//   - PyTorch 2.0 ("legacy"): blocks carry no address, frames or
+//     requested_size but a history list of {addr, real_size, frames},
+//     newest allocation first. A block's address is the segment's address
+//     plus the sizes of the blocks before it, its stack and requested size
+//     come from history[0], as torch/cuda/_memory_viz.py reads them.
+//   - 2.1 and later: the dict {segments, device_traces, allocator_settings,
+//     external_annotations, ...}; every key is optional, keys this code
+//     does not know are ignored (newer PyTorch adds keys), known keys with
+//     the wrong type are errors naming the key path.
+//   - the bare list of segment dicts that torch.cuda.memory_snapshot()
+//     returns.
+//   - protocol 2 as torch::cuda::_memory_snapshot_pickled() (C++) writes
+//     it: same dict, different opcodes, which the unpickler handles.
+//
+// Events: device_traces[d] is device d's chronological list. The events
+// are device 0's list, then device 1's, and so on: PyTorch keeps one
+// allocator per device, and the replayer runs one per device too, so only
+// the order within a device matters (PyTorch records no cross-device
+// order; time_us is the only hint). FormatError.Event is the index in that
+// concatenation, and the message names device_traces[d][i].
+//
+// Errors found after decoding have Offset -1: the decoded values do not
+// remember where in the file they were.
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"sort"
+	"strings"
+)
+
+// PyTorchImporterVersion is the Tools["memreplay-importer"] value of an
+// imported trace; bump it when the conversion changes meaning.
+const PyTorchImporterVersion = "pytorch-snapshot/1"
+
+// ReadPyTorchFile reads a snapshot pickle from a file.
+func ReadPyTorchFile(path string) (*Trace, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return readPyTorchBytes(data, path)
+}
+
+// ReadPyTorch reads a snapshot pickle. name is used in errors and as
+// Header.SourceFile. Bad input gives a *FormatError.
+func ReadPyTorch(r io.Reader, name string) (*Trace, error) {
+	data, err := readInput(r)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return readPyTorchBytes(data, name)
+}
+
+func readPyTorchBytes(data []byte, name string) (*Trace, error) {
+	p, err := unpickle(data, name)
+	if err != nil {
+		return nil, err
+	}
+	return convertPyTorch(p, name, len(data))
+}
+
+// readInput reads r whole. When r knows its size (bytes.Reader, a regular
+// file) the buffer is allocated once: io.ReadAll's doubling copied and
+// cleared a 100 MB snapshot several times over.
+func readInput(r io.Reader) ([]byte, error) {
+	size := int64(-1)
+	switch x := r.(type) {
+	case interface{ Len() int }:
+		size = int64(x.Len())
+	case interface{ Stat() (os.FileInfo, error) }:
+		if fi, err := x.Stat(); err == nil && fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+	}
+	if size < 0 || size >= math.MaxInt32*8 {
+		return io.ReadAll(r)
+	}
+	buf := make([]byte, 0, size+1) // +1: the read that sees EOF needs room
+	for {
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) { // it grew after the size was taken
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
+
+// ptConv is one conversion of a decoded snapshot.
+type ptConv struct {
+	p       *pickled
+	t       *Trace
+	devices map[int32]bool
+	// budget counts down the objects the conversion may still produce. A
+	// pickle can reference one big object many times through the memo at
+	// two bytes a reference, so a small file could expand into billions of
+	// blocks or events; every object made from an unshared pickle object
+	// costs at least a byte of input, so the input size is a safe bound.
+	budget      int
+	legacyNoted bool
+	// words caches ptWord(string) by string index: pickles memoise their
+	// strings, so a key or action name is one string index, and a lookup
+	// here replaces comparing strings for every item of every entry.
+	words []ptWord
+	// stackKeys finds a frame list that another list object already
+	// interned, keyed by its frame indices (real snapshots write a new list
+	// for most entries but share the frame dicts), without building the
+	// key Stacks.InternIndices builds; keyBuf is the scratch key.
+	stackKeys map[string]StackID
+	keyBuf    []byte
+}
+
+// ptWord names the strings the importer looks for: dict keys, actions and
+// block states.
+type ptWord uint8
+
+const (
+	wUnknown ptWord = iota
+	// keys
+	wAction
+	wAddr
+	wSize
+	wStream
+	wTimeUS
+	wDeviceFree
+	wFrames
+	wDevice
+	wAddress
+	wTotalSize
+	wSegmentType
+	wSegmentPoolID
+	wIsExpandable
+	wBlocks
+	wRequestedSize
+	wState
+	wHistory
+	wFilename
+	wLine
+	wName
+	wRealSize
+	wSegments
+	wDeviceTraces
+	wAllocatorSettings
+	wExternalAnnotations
+	// actions
+	wAlloc
+	wFreeRequested
+	wFreeCompleted
+	wSegmentAlloc
+	wSegmentFree
+	wSegmentMap
+	wSegmentUnmap
+	wOOM
+	wSnapshot
+	wUserDefined
+	wAnnotate
+	// block states
+	wInactive
+	wActiveAllocated
+	wActivePendingFree
+	wActiveAwaitingFree
+	numPTWords
+)
+
+var ptWordOf = map[string]ptWord{
+	"action": wAction, "addr": wAddr, "size": wSize, "stream": wStream,
+	"time_us": wTimeUS, "device_free": wDeviceFree, "frames": wFrames,
+	"device": wDevice, "address": wAddress, "total_size": wTotalSize,
+	"segment_type": wSegmentType, "segment_pool_id": wSegmentPoolID,
+	"is_expandable": wIsExpandable, "blocks": wBlocks,
+	"requested_size": wRequestedSize, "state": wState, "history": wHistory,
+	"filename": wFilename, "line": wLine, "name": wName,
+	"real_size": wRealSize, "segments": wSegments,
+	"device_traces": wDeviceTraces, "allocator_settings": wAllocatorSettings,
+	"external_annotations": wExternalAnnotations,
+	"alloc":                wAlloc, "free_requested": wFreeRequested,
+	"free_completed": wFreeCompleted, "segment_alloc": wSegmentAlloc,
+	"segment_free": wSegmentFree, "segment_map": wSegmentMap,
+	"segment_unmap": wSegmentUnmap, "oom": wOOM, "snapshot": wSnapshot,
+	"user_defined": wUserDefined, "annotate": wAnnotate,
+	"inactive": wInactive, "active_allocated": wActiveAllocated,
+	"active_pending_free":  wActivePendingFree,
+	"active_awaiting_free": wActiveAwaitingFree,
+}
+
+// actionOfWord maps trace entry action strings (spec 5.2). "snapshot",
+// "user_defined" and "annotate" are markers.
+var actionOfWord = [numPTWords]Action{
+	wAlloc: ActionAlloc, wFreeRequested: ActionFreeRequested,
+	wFreeCompleted: ActionFreeCompleted, wSegmentAlloc: ActionSegmentAlloc,
+	wSegmentFree: ActionSegmentFree, wSegmentMap: ActionSegmentMap,
+	wSegmentUnmap: ActionSegmentUnmap, wOOM: ActionOOM,
+	wSnapshot: ActionMarker, wUserDefined: ActionMarker, wAnnotate: ActionMarker,
+}
+
+// word is ptWord of a str value, wUnknown for anything else.
+func (c *ptConv) word(v pv) ptWord {
+	if v.kind() != pkStr {
+		return wUnknown
+	}
+	i := v.payload()
+	if w := c.words[i]; w != 0 {
+		return w - 1
+	}
+	w := ptWordOf[c.p.strs[i]]
+	c.words[i] = w + 1
+	return w
+}
+
+// convErr is a conversion error, its path built from the inside out.
+type convErr struct {
+	path  string
+	msg   string
+	event int64
+}
+
+func (e *convErr) in(prefix string) *convErr {
+	e.path = prefix + e.path
+	return e
+}
+
+func ptErrAt(path, format string, args ...any) *convErr {
+	return &convErr{path: path, msg: fmt.Sprintf(format, args...), event: -1}
+}
+
+func ptTypeErr(path, want string, v pv) *convErr {
+	return ptErrAt(path, "expected %s, got %s", want, v.typeName())
+}
+
+func convertPyTorch(p *pickled, name string, inputSize int) (*Trace, error) {
+	c := &ptConv{
+		p: p,
+		t: &Trace{
+			Header: Header{
+				Version:    FormatVersion,
+				Source:     "pytorch-snapshot",
+				SourceFile: name,
+				Tools:      map[string]string{"memreplay-importer": PyTorchImporterVersion},
+			},
+			Stacks: NewStacks(),
+		},
+		devices:   map[int32]bool{},
+		budget:    inputSize + 64,
+		words:     make([]ptWord, len(p.strs)),
+		stackKeys: map[string]StackID{},
+	}
+	if err := c.root(p.root); err != nil {
+		msg := strings.TrimPrefix(err.path, ".")
+		if msg == "" {
+			msg = "top level"
+		}
+		return nil, &FormatError{File: name, Offset: -1, Event: err.event, Msg: msg + ": " + err.msg}
+	}
+	ids := make([]int32, 0, len(c.devices))
+	for d := range c.devices {
+		ids = append(ids, d)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	for _, d := range ids {
+		c.t.Header.Devices = append(c.t.Header.Devices, Device{Index: d})
+	}
+	return c.t, nil
+}
+
+func (c *ptConv) note(format string, args ...any) {
+	c.t.Header.Notes = append(c.t.Header.Notes, fmt.Sprintf(format, args...))
+}
+
+func (c *ptConv) spend(n int) *convErr {
+	if n > c.budget {
+		return ptErrAt("", "expands to more objects than its size allows (a pickle that references the same objects over and over)")
+	}
+	c.budget -= n
+	return nil
+}
+
+func (c *ptConv) root(v pv) *convErr {
+	switch v.kind() {
+	case pkList:
+		c.note("bare segment list (torch.cuda.memory_snapshot()): state only, no trace")
+		if err := c.segments(v); err != nil {
+			return err.in("segments")
+		}
+		return nil
+	case pkDict:
+		var segs, traces, settings, ann pv
+		var haveSegs, haveTraces, haveSettings, haveAnn bool
+		for _, it := range c.p.dict(v).items {
+			switch c.word(it.key) {
+			case wSegments:
+				segs, haveSegs = it.val, true
+			case wDeviceTraces:
+				traces, haveTraces = it.val, true
+			case wAllocatorSettings:
+				settings, haveSettings = it.val, true
+			case wExternalAnnotations:
+				ann, haveAnn = it.val, true
+			}
+		}
+		if haveSegs {
+			if err := c.segments(segs); err != nil {
+				return err.in(".segments")
+			}
+		}
+		if haveTraces {
+			if err := c.traces(traces); err != nil {
+				return err.in(".device_traces")
+			}
+		}
+		if haveSettings {
+			m, err := c.settings(settings)
+			if err != nil {
+				return err.in(".allocator_settings")
+			}
+			c.t.Header.AllocatorSettings = m
+		}
+		// record_function ranges, kept apart from the trace by PyTorch
+		// since ≈2.6; they decide nothing in the allocator.
+		if haveAnn && ann.kind() == pkList {
+			if n := len(c.p.list(ann).items); n > 0 {
+				c.note("%d external_annotations not imported", n)
+			}
+		}
+		return nil
+	}
+	return ptTypeErr("", "dict or list", v)
+}
+
+// Typed field readers.
+
+// wantBits reads an address or stream: PyTorch writes pointers and
+// cudaStream_t as int64, so a negative value is the same 64 bits.
+func (c *ptConv) wantBits(path string, v pv) (uint64, *convErr) {
+	if v.kind() == pkInt { // the usual case, inlined
+		return uint64(v.inlineInt()), nil
+	}
+	if b, ok := c.p.bits(v); ok {
+		return b, nil
+	}
+	return 0, ptTypeErr(path, "int", v)
+}
+
+// wantSize reads a byte count, which cannot be negative.
+func (c *ptConv) wantSize(path string, v pv) (uint64, *convErr) {
+	if v.kind() == pkInt && v.inlineInt() >= 0 {
+		return uint64(v.inlineInt()), nil
+	}
+	b, ok := c.p.bits(v)
+	switch {
+	case !ok:
+		return 0, ptTypeErr(path, "int", v)
+	case v.kind() != pkUint && int64(b) < 0:
+		return 0, ptErrAt(path, "negative size %d", int64(b))
+	}
+	return b, nil
+}
+
+func (c *ptConv) wantInt(path string, v pv) (int64, *convErr) {
+	n, ok, isUint := c.p.int(v)
+	switch {
+	case isUint:
+		return 0, ptErrAt(path, "%d does not fit in int64", c.p.words[v.payload()])
+	case !ok:
+		return 0, ptTypeErr(path, "int", v)
+	}
+	return n, nil
+}
+
+func (c *ptConv) wantDevice(path string, v pv) (int32, *convErr) {
+	n, err := c.wantInt(path, v)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 || n > math.MaxInt32 {
+		return 0, ptErrAt(path, "device %d out of range", n)
+	}
+	return int32(n), nil
+}
+
+func (c *ptConv) wantStr(path string, v pv) (string, *convErr) {
+	if v.kind() != pkStr {
+		return "", ptTypeErr(path, "str", v)
+	}
+	return c.p.str(v), nil
+}
+
+func (c *ptConv) wantBool(path string, v pv) (bool, *convErr) {
+	if v.kind() != pkBool {
+		return false, ptTypeErr(path, "bool", v)
+	}
+	return v.payload() != 0, nil
+}
+
+func (c *ptConv) wantList(path string, v pv) (*pyList, *convErr) {
+	if v.kind() != pkList {
+		return nil, ptTypeErr(path, "list", v)
+	}
+	return c.p.list(v), nil
+}
+
+func (c *ptConv) wantDict(path string, v pv) (*pyDict, *convErr) {
+	if v.kind() != pkDict {
+		return nil, ptTypeErr(path, "dict", v)
+	}
+	return c.p.dict(v), nil
+}
+
+func (c *ptConv) traces(v pv) *convErr {
+	l, err := c.wantList("", v)
+	if err != nil {
+		return err
+	}
+	total := 0
+	for d, dv := range l.items {
+		path := fmt.Sprintf("[%d]", d)
+		if dv.kind() != pkList {
+			return ptTypeErr(path, "list", dv)
+		}
+		if d > math.MaxInt32 {
+			return ptErrAt(path, "device %d out of range", d)
+		}
+		total += len(c.p.list(dv).items)
+	}
+	if err := c.spend(total); err != nil {
+		return err
+	}
+	c.t.Events = make([]Event, total)
+	n := 0
+	for d, dv := range l.items {
+		// Every device with a list existed for PyTorch (one list per
+		// visible device), even if nothing happened on it.
+		c.devices[int32(d)] = true
+		for i, ev := range c.p.list(dv).items {
+			if err := c.event(&c.t.Events[n], ev, int32(d)); err != nil {
+				err.event = int64(n)
+				return err.in(fmt.Sprintf("[%d][%d]", d, i))
+			}
+			n++
+		}
+	}
+	return nil
+}
+
+// Which keys an entry, a segment or a block had.
+const (
+	ptHasAction = 1 << iota
+	ptHasAddr
+	ptHasSize
+	ptHasDevice
+	ptHasTotal
+	ptHasBlocks
+	ptHasState
+	ptHasRequested
+	ptHasFrames
+	ptHasHistory
+)
+
+func (c *ptConv) event(e *Event, v pv, dev int32) *convErr {
+	d, err := c.wantDict("", v)
+	if err != nil {
+		return err
+	}
+	e.Device = dev
+	var seen uint16
+	var actionWord ptWord
+	var frames pv
+	for _, it := range d.items {
+		var err *convErr
+		switch c.word(it.key) {
+		case wAction:
+			actionWord = c.word(it.val)
+			e.Action = actionOfWord[actionWord]
+			if e.Action == ActionInvalid {
+				if it.val.kind() == pkStr {
+					return ptErrAt(".action", "unknown action %q", c.p.str(it.val))
+				}
+				return ptTypeErr(".action", "str", it.val)
+			}
+			seen |= ptHasAction
+		case wAddr:
+			e.Addr, err = c.wantBits(".addr", it.val)
+			seen |= ptHasAddr
+		case wSize:
+			e.Size, err = c.wantSize(".size", it.val)
+			seen |= ptHasSize
+		case wStream:
+			e.Stream, err = c.wantBits(".stream", it.val)
+		case wTimeUS:
+			e.TimeUS, err = c.wantInt(".time_us", it.val)
+		case wDeviceFree:
+			e.DeviceFree, err = c.wantSize(".device_free", it.val)
+		case wFrames:
+			frames = it.val
+			seen |= ptHasFrames
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if seen&ptHasAction == 0 {
+		return ptErrAt("", "missing key \"action\"")
+	}
+	switch e.Action {
+	case ActionOOM:
+		if seen&ptHasSize == 0 {
+			return ptErrAt("", "missing key \"size\"")
+		}
+	case ActionMarker:
+	default:
+		if seen&ptHasAddr == 0 {
+			return ptErrAt("", "missing key \"addr\"")
+		}
+		if seen&ptHasSize == 0 {
+			return ptErrAt("", "missing key \"size\"")
+		}
+	}
+	if seen&ptHasFrames != 0 {
+		id, err := c.stack(frames)
+		if err != nil {
+			return err.in(".frames")
+		}
+		e.Stack = id
+	}
+	if e.Action == ActionMarker {
+		e.Label = ptMarkerLabels[actionWord]
+		// ≈2.4's record_function annotations: the user's name is the one
+		// frame's name (its filename says START or END, kept in Stack).
+		if actionWord == wUserDefined {
+			if idx := c.t.Stacks.FrameIndices(e.Stack); len(idx) > 0 {
+				if n := c.t.Stacks.Frame(idx[0]).Name; n != "" {
+					e.Label = n
+				}
+			}
+		}
+	}
+	return nil
+}
+
+var ptMarkerLabels = [numPTWords]string{wSnapshot: "snapshot", wUserDefined: "user_defined", wAnnotate: "annotate"}
+
+// stack interns a frame list. The result is cached on the list and on
+// each frame dict, so a list or frame the pickle shares through the memo
+// is converted once.
+func (c *ptConv) stack(v pv) (StackID, *convErr) {
+	if v.kind() == pkNone {
+		return 0, nil
+	}
+	l, err := c.wantList("", v)
+	if err != nil {
+		return 0, err
+	}
+	if l.tag != 0 {
+		return StackID(l.tag - 1), nil
+	}
+	if len(l.items) == 0 {
+		l.tag = 1
+		return 0, nil
+	}
+	if err := c.spend(len(l.items)); err != nil {
+		return 0, err
+	}
+	key := c.keyBuf[:0]
+	for i, fv := range l.items {
+		if fv.kind() != pkDict {
+			return 0, ptTypeErr(fmt.Sprintf("[%d]", i), "dict", fv)
+		}
+		fd := c.p.dict(fv)
+		if fd.tag == 0 {
+			f, err := c.frame(fd)
+			if err != nil {
+				return 0, err.in(fmt.Sprintf("[%d]", i))
+			}
+			fd.tag = c.t.Stacks.AddFrame(f) + 1
+		}
+		f := fd.tag - 1
+		key = append(key, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
+	}
+	c.keyBuf = key
+	id, ok := c.stackKeys[string(key)]
+	if !ok {
+		idx := make([]uint32, len(l.items))
+		for i := range idx {
+			idx[i] = uint32(key[4*i]) | uint32(key[4*i+1])<<8 | uint32(key[4*i+2])<<16 | uint32(key[4*i+3])<<24
+		}
+		id = c.t.Stacks.InternIndices(idx)
+		c.stackKeys[string(key)] = id
+	}
+	l.tag = uint32(id) + 1
+	return id, nil
+}
+
+func (c *ptConv) frame(d *pyDict) (Frame, *convErr) {
+	var f Frame
+	for _, it := range d.items {
+		var err *convErr
+		switch c.word(it.key) {
+		case wFilename:
+			f.Filename, err = c.wantStr(".filename", it.val)
+		case wName:
+			f.Name, err = c.wantStr(".name", it.val)
+		case wLine:
+			f.Line, err = c.wantInt(".line", it.val)
+		}
+		if err != nil {
+			return f, err
+		}
+	}
+	return f, nil
+}
+
+func (c *ptConv) segments(v pv) *convErr {
+	l, err := c.wantList("", v)
+	if err != nil {
+		return err
+	}
+	if err := c.spend(len(l.items)); err != nil {
+		return err
+	}
+	c.t.Final = make([]Segment, len(l.items))
+	for i, sv := range l.items {
+		if err := c.segment(&c.t.Final[i], sv); err != nil {
+			return err.in(fmt.Sprintf("[%d]", i))
+		}
+		c.devices[c.t.Final[i].Device] = true
+	}
+	c.t.HasFinal = true
+	return nil
+}
+
+func (c *ptConv) segment(s *Segment, v pv) *convErr {
+	d, err := c.wantDict("", v)
+	if err != nil {
+		return err
+	}
+	var seen uint16
+	var blocks pv
+	for _, it := range d.items {
+		var err *convErr
+		switch c.word(it.key) {
+		case wDevice:
+			s.Device, err = c.wantDevice(".device", it.val)
+			seen |= ptHasDevice
+		case wAddress:
+			s.Address, err = c.wantBits(".address", it.val)
+			seen |= ptHasAddr
+		case wTotalSize:
+			s.TotalSize, err = c.wantSize(".total_size", it.val)
+			seen |= ptHasTotal
+		case wStream:
+			s.Stream, err = c.wantBits(".stream", it.val)
+		case wSegmentType:
+			s.Pool, err = c.wantStr(".segment_type", it.val)
+		case wSegmentPoolID:
+			s.PoolID, err = c.poolID(".segment_pool_id", it.val)
+		case wIsExpandable:
+			s.Expandable, err = c.wantBool(".is_expandable", it.val)
+		case wFrames:
+			if s.Stack, err = c.stack(it.val); err != nil {
+				err = err.in(".frames")
+			}
+		case wBlocks:
+			blocks = it.val
+			seen |= ptHasBlocks
+		}
+		if err != nil {
+			return err
+		}
+	}
+	for _, need := range [...]struct {
+		bit  uint16
+		name string
+	}{{ptHasDevice, "device"}, {ptHasAddr, "address"}, {ptHasTotal, "total_size"}, {ptHasBlocks, "blocks"}} {
+		if seen&need.bit == 0 {
+			return ptErrAt("", "missing key %q", need.name)
+		}
+	}
+	bl, err := c.wantList(".blocks", blocks)
+	if err != nil {
+		return err
+	}
+	if err := c.spend(len(bl.items)); err != nil {
+		return err
+	}
+	s.Blocks = make([]Block, len(bl.items))
+	next := s.Address
+	for i, bv := range bl.items {
+		b := &s.Blocks[i]
+		if err := c.block(b, bv, next); err != nil {
+			return err.in(fmt.Sprintf(".blocks[%d]", i))
+		}
+		next = b.Address + b.Size
+	}
+	return nil
+}
+
+func (c *ptConv) poolID(path string, v pv) ([2]int64, *convErr) {
+	var id [2]int64
+	if k := v.kind(); k != pkTuple && k != pkList {
+		return id, ptTypeErr(path, "tuple", v)
+	}
+	items := c.p.list(v).items
+	if len(items) != 2 {
+		return id, ptErrAt(path, "expected 2 ints, got %d items", len(items))
+	}
+	for i := range id {
+		var err *convErr
+		if id[i], err = c.wantInt(fmt.Sprintf("%s[%d]", path, i), items[i]); err != nil {
+			return id, err
+		}
+	}
+	return id, nil
+}
+
+// block reads one block dict; addr is where the previous block ended, the
+// address of a legacy block that has none.
+func (c *ptConv) block(b *Block, v pv, addr uint64) *convErr {
+	d, err := c.wantDict("", v)
+	if err != nil {
+		return err
+	}
+	var seen uint16
+	var history pv
+	b.Address = addr
+	for _, it := range d.items {
+		var err *convErr
+		switch c.word(it.key) {
+		case wAddress:
+			b.Address, err = c.wantBits(".address", it.val)
+			seen |= ptHasAddr
+		case wSize:
+			b.Size, err = c.wantSize(".size", it.val)
+			seen |= ptHasSize
+		case wRequestedSize:
+			b.RequestedSize, err = c.wantSize(".requested_size", it.val)
+			seen |= ptHasRequested
+		case wState:
+			switch c.word(it.val) {
+			case wInactive:
+				b.State = BlockInactive
+			case wActiveAllocated:
+				b.State = BlockAllocated
+			case wActivePendingFree, wActiveAwaitingFree:
+				b.State = BlockPendingFree
+			default:
+				if it.val.kind() == pkStr {
+					return ptErrAt(".state", "unknown block state %q", c.p.str(it.val))
+				}
+				return ptTypeErr(".state", "str", it.val)
+			}
+			seen |= ptHasState
+		case wFrames:
+			if b.Stack, err = c.stack(it.val); err != nil {
+				err = err.in(".frames")
+			}
+			seen |= ptHasFrames
+		case wHistory:
+			history = it.val
+			seen |= ptHasHistory
+		}
+		if err != nil {
+			return err
+		}
+	}
+	if seen&ptHasSize == 0 {
+		return ptErrAt("", "missing key \"size\"")
+	}
+	if seen&ptHasState == 0 {
+		return ptErrAt("", "missing key \"state\"")
+	}
+	if seen&ptHasAddr == 0 && !c.legacyNoted {
+		c.legacyNoted = true
+		c.note("PyTorch 2.0 snapshot: block addresses computed from segment addresses and block sizes, block stacks taken from history[0]")
+	}
+	if seen&ptHasHistory != 0 {
+		if err := c.history(b, history, seen); err != nil {
+			return err.in(".history")
+		}
+	}
+	return nil
+}
+
+// history applies a legacy block's newest history entry (history[0]:
+// PyTorch 2.0 prepends each allocation, and merged blocks append the
+// merged neighbour's chain after it) where the block lacks the newer keys.
+func (c *ptConv) history(b *Block, v pv, seen uint16) *convErr {
+	l, err := c.wantList("", v)
+	if err != nil || len(l.items) == 0 {
+		return err
+	}
+	h, err := c.wantDict("[0]", l.items[0])
+	if err != nil {
+		return err
+	}
+	if seen&ptHasRequested == 0 {
+		if rs, ok := c.p.get(h, "real_size"); ok {
+			if b.RequestedSize, err = c.wantSize("[0].real_size", rs); err != nil {
+				return err
+			}
+		}
+	}
+	if seen&ptHasFrames == 0 {
+		if fr, ok := c.p.get(h, "frames"); ok {
+			if b.Stack, err = c.stack(fr); err != nil {
+				return err.in("[0].frames")
+			}
+		}
+	}
+	return nil
+}
+
+// settingKinds are the types of the allocator_settings keys PyTorch
+// writes (section 5.2).
+var settingKinds = map[string]string{
+	"PYTORCH_CUDA_ALLOC_CONF":           "str",
+	"PYTORCH_ALLOC_CONF":                "str",
+	"max_split_size":                    "int",
+	"garbage_collection_threshold":      "float",
+	"expandable_segments":               "bool",
+	"pinned_num_register_threads":       "int",
+	"release_lock_on_cudamalloc":        "bool",
+	"pinned_use_cuda_host_register":     "bool",
+	"graph_capture_record_stream_reuse": "bool",
+	"roundup_power2_divisions":          "dict",
+}
+
+// settings converts allocator_settings to the Header's Go shape. Unknown
+// keys whose values have no place in that shape (None, lists, ...) are
+// left out with a note rather than refused: newer PyTorch adds keys.
+func (c *ptConv) settings(v pv) (map[string]any, *convErr) {
+	d, err := c.wantDict("", v)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]any, len(d.items))
+	for _, it := range d.items {
+		if it.key.kind() != pkStr {
+			c.note("allocator_settings: key of type %s skipped", it.key.typeName())
+			continue
+		}
+		k := c.p.str(it.key)
+		path := "." + k
+		var val any
+		var err *convErr
+		switch settingKinds[k] {
+		case "str":
+			val, err = c.wantStr(path, it.val)
+		case "int":
+			val, err = c.wantInt(path, it.val)
+		case "float":
+			switch it.val.kind() {
+			case pkFloat:
+				val = c.p.float(it.val)
+			case pkInt, pkWide:
+				n, _, _ := c.p.int(it.val)
+				val = float64(n)
+			default:
+				err = ptTypeErr(path, "float", it.val)
+			}
+		case "bool":
+			val, err = c.wantBool(path, it.val)
+		case "dict":
+			rd, derr := c.wantDict(path, it.val)
+			if derr != nil {
+				return nil, derr
+			}
+			table := make(map[string]any, len(rd.items))
+			for _, e := range rd.items {
+				ks, err := c.wantStr(path+" key", e.key)
+				if err != nil {
+					return nil, err
+				}
+				if table[ks], err = c.wantInt(path+"."+ks, e.val); err != nil {
+					return nil, err
+				}
+			}
+			val = table
+		default:
+			g, ok := c.plainSetting(it.val, 4)
+			if !ok {
+				c.note("allocator_settings.%s of type %s skipped", k, it.val.typeName())
+				continue
+			}
+			val = g
+		}
+		if err != nil {
+			return nil, err
+		}
+		m[k] = val
+	}
+	return m, nil
+}
+
+// plainSetting converts an unknown setting whose value fits the Header's
+// shape: bool, int64, float64, string, or dicts of those with string keys.
+// Nested dicts can be shared, so each conversion spends from the budget.
+func (c *ptConv) plainSetting(v pv, depth int) (any, bool) {
+	switch v.kind() {
+	case pkBool:
+		return v.payload() != 0, true
+	case pkInt, pkWide:
+		n, _, _ := c.p.int(v)
+		return n, true
+	case pkFloat:
+		return c.p.float(v), true
+	case pkStr:
+		return c.p.str(v), true
+	case pkDict:
+		x := c.p.dict(v)
+		if depth == 0 || c.spend(len(x.items)) != nil {
+			return nil, false
+		}
+		m := make(map[string]any, len(x.items))
+		for _, it := range x.items {
+			if it.key.kind() != pkStr {
+				return nil, false
+			}
+			g, ok := c.plainSetting(it.val, depth-1)
+			if !ok {
+				return nil, false
+			}
+			m[c.p.str(it.key)] = g
+		}
+		return m, true
+	}
+	return nil, false
+}
