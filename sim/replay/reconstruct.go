@@ -80,7 +80,9 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 		case trace.ActionFreeCompleted:
 			switch w.state[e.Addr] {
 			case stPending:
-				delete(w.state, e.Addr)
+				// Remembered: a later free of the address is a double
+				// free, not a block from before the trace.
+				w.state[e.Addr] = stFreed
 			case stNone:
 				if _, seen := w.preLive[e.Addr]; !seen {
 					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
@@ -160,6 +162,7 @@ const (
 	stNone      uint8 = iota
 	stAllocated       // allocated by the trace
 	stPending         // freed, waiting for free_completed
+	stFreed           // allocated and freed by the trace
 )
 
 type devWalk struct {
