@@ -37,8 +37,8 @@ func asPyTorch(tr *trace.Trace) *trace.Trace {
 func TestPyTorchLikeInference(t *testing.T) {
 	var expected, matched int64
 	for _, conf := range checkConfs {
-		for seed := uint64(1); seed <= 3; seed++ {
-			tr, cfg, _ := recordWorkload(t, conf, 600*mib, seed, 2000)
+		for seed := uint64(1); seed <= seeds(); seed++ {
+			tr, cfg, _ := recordWorkload(t, conf, 600*mib, seed, steps())
 			res, err := replay.RunTrace(asPyTorch(tr), replay.Options{Config: &cfg, Check: true})
 			require.NoError(t, err)
 			c := res.Check

@@ -92,9 +92,9 @@ var checkConfs = []string{
 // decision the recording made: this is what `replay --check` rests on.
 func TestReplayReproducesRecording(t *testing.T) {
 	for _, conf := range checkConfs {
-		for seed := uint64(1); seed <= 3; seed++ {
+		for seed := uint64(1); seed <= seeds(); seed++ {
 			t.Run(fmt.Sprintf("%s/%d", conf, seed), func(t *testing.T) {
-				tr, cfg, stats := recordWorkload(t, conf, 600*mib, seed, 2000)
+				tr, cfg, stats := recordWorkload(t, conf, 600*mib, seed, steps())
 				res, err := replay.RunTrace(tr, replay.Options{Config: &cfg, Check: true, InvariantChecks: true})
 				require.NoError(t, err)
 				c := res.Check
@@ -130,4 +130,20 @@ func mustParse(t *testing.T, s string) config.Config {
 	c, err := config.Parse(s)
 	require.NoError(t, err)
 	return c
+}
+
+// seeds and steps size the randomized replay tests: smaller under the race
+// detector or -short.
+func seeds() uint64 {
+	if raceEnabled || testing.Short() {
+		return 1
+	}
+	return 3
+}
+
+func steps() int {
+	if raceEnabled || testing.Short() {
+		return 1000
+	}
+	return 2000
 }
