@@ -197,6 +197,25 @@ func (c *Counters) Add(o Counters) {
 	c.Total.add(o.Total)
 }
 
+// Sub removes o's tallies from c: what happened since o was taken, when o
+// is an earlier snapshot of the same process.
+func (c *Counters) Sub(o Counters) {
+	for k, v := range o.ByCall {
+		n := c.ByCall[k]
+		n.Calls -= v.Calls
+		n.Failures -= v.Failures
+		n.Time -= v.Time
+		if n == (Counter{}) {
+			delete(c.ByCall, k)
+		} else {
+			c.ByCall[k] = n
+		}
+	}
+	c.Total.Calls -= o.Total.Calls
+	c.Total.Failures -= o.Total.Failures
+	c.Total.Time -= o.Total.Time
+}
+
 // tally is a process's running Counters. It is a map of values rather than a
 // fixed array so that Counters can hand out a copy without knowing the kinds.
 type tally map[Call]Counter

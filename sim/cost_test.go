@@ -134,3 +134,22 @@ func TestCountersAdd(t *testing.T) {
 	assert.Equal(t, sim.Counter{Calls: 4, Failures: 1, Time: 13}, sum.Total)
 	assert.Equal(t, sim.Counter{Calls: 1, Time: 5}, a.Get(sim.CallMalloc), "Add does not touch its argument")
 }
+
+func TestCountersSub(t *testing.T) {
+	g, err := sim.NewGPU(sim.Options{Capacity: 1 << 30, NoContextOverhead: true})
+	require.NoError(t, err)
+	p, err := g.NewProcess()
+	require.NoError(t, err)
+	_, err = p.Malloc(1 << 20)
+	require.NoError(t, err)
+	before := p.Counters()
+	a, err := p.Malloc(1 << 20)
+	require.NoError(t, err)
+	require.NoError(t, p.Free(a))
+	since := p.Counters()
+	since.Sub(before)
+	require.EqualValues(t, 1, since.Get(sim.CallMalloc).Calls)
+	require.EqualValues(t, 1, since.Get(sim.CallFree).Calls)
+	require.Equal(t, g.Costs().Of(sim.CallMalloc), since.Get(sim.CallMalloc).Time)
+	require.Equal(t, since.Get(sim.CallMalloc).Time+since.Get(sim.CallFree).Time+since.Get(sim.CallDeviceSync).Time, since.Total.Time)
+}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -85,6 +86,9 @@ func TestRealTracesMatchPyTorch(t *testing.T) {
 			require.Equal(t, c.inferred, rec.InferredSizes)
 			require.Zero(t, rec.Unresolved)
 			require.Equal(t, rec.Segments, res.Reconstructed.Segments)
+			// The restore's cudaMallocs are not the trace's.
+			dev := res.Devices[0]
+			require.EqualValues(t, dev.Stats.NumDeviceAlloc, dev.Counters.Get(sim.CallMalloc).Calls)
 		})
 	}
 }

@@ -240,6 +240,8 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	if err := d.restore(); err != nil {
 		return nil, err
 	}
+	// The restored segments' cudaMallocs happened before the trace.
+	d.baseline = proc.Counters()
 	return d, nil
 }
 
@@ -393,7 +395,7 @@ func (rp *replayer) finish() error {
 		snap := d.a.Snapshot()
 		rp.res.Devices = append(rp.res.Devices, DeviceResult{
 			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource,
-			Stats: d.a.Stats(), Counters: d.proc.Counters(), Final: snap,
+			Stats: d.a.Stats(), Counters: d.counters(), Final: snap,
 		})
 		if rp.check != nil && hasFinal {
 			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
@@ -412,6 +414,13 @@ func (rp *replayer) finish() error {
 	return nil
 }
 
+// counters are the device calls the replay made, the restore's excluded.
+func (d *devState) counters() sim.Counters {
+	c := d.proc.Counters()
+	c.Sub(d.baseline)
+	return c
+}
+
 // devState is one device's replay: its allocator, simulated process, live
 // blocks by recorded address and the queue of expected decisions.
 type devState struct {
@@ -423,6 +432,7 @@ type devState struct {
 
 	capacity       uint64
 	capacitySource string
+	baseline       sim.Counters // device calls of the restore, not the trace's
 
 	live   map[uint64]liveBlock
 	failed map[uint64]struct{} // addresses whose alloc the replay skipped (OOMSkip)
