@@ -1,7 +1,9 @@
 // Command memreplay replays GPU memory traces through a PyTorch-exact
-// caching allocator on a simulated or real GPU. Until the trace replayer
-// lands it offers `demo`: the allocator on a built-in fine-tuning workload
-// on a simulated 24 GiB GPU, under several allocator settings side by side.
+// caching allocator on a simulated GPU: `replay` reports where the memory
+// went (and with --check proves every decision matches the recording),
+// `compare` runs several allocator settings side by side, `inspect` says
+// what a trace holds, `convert` writes memreplay's streaming trace format,
+// and `demo` runs a built-in fine-tuning workload.
 //
 // Exit codes: 0 ok; 1 the run worked but a check failed (with --fail-on-oom,
 // an out-of-memory error); 2 bad usage or bad input.
@@ -19,10 +21,19 @@ import (
 const usage = `memreplay: replay GPU memory traces through a PyTorch-exact caching allocator
 
 Usage:
-  memreplay demo [flags]     run the allocator on a built-in fine-tuning workload
-  memreplay help [command]   show help
+  memreplay replay [flags] TRACE     replay a trace and report where the memory went
+  memreplay compare [flags] TRACE    replay under several allocator settings side by side
+  memreplay inspect [flags] TRACE    say what a trace holds
+  memreplay convert IN OUT           convert a trace to memreplay's streaming format
+  memreplay demo [flags]             run the allocator on a built-in fine-tuning workload
+  memreplay help [command]           show help
 
-Run 'memreplay help demo' for the demo's flags and examples.
+TRACE is a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot),
+an RMM logging_resource_adaptor CSV log, or a memreplay trace.
+Run 'memreplay help COMMAND' for a command's flags and examples.
+
+Exit codes: 0 ok; 1 a check failed (or an OOM with --fail-on-oom);
+2 bad usage or bad input.
 `
 
 // usageError is bad usage: exit code 2.
@@ -41,13 +52,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var err error
-	switch args[0] {
-	case "demo":
-		err = demoCmd(args[1:], stdout, stderr)
-	case "help", "-h", "--help":
-		if len(args) > 1 && args[1] == "demo" {
-			_ = demoCmd([]string{"--help"}, stdout, stdout)
-			return 0
+	cmds := map[string]func([]string, io.Writer, io.Writer) error{
+		"replay": replayCmd, "compare": compareCmd, "inspect": inspectCmd,
+		"convert": convertCmd, "demo": demoCmd,
+	}
+	switch cmd := cmds[args[0]]; {
+	case cmd != nil:
+		err = cmd(args[1:], stdout, stderr)
+	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
+		if len(args) > 1 {
+			if c := cmds[args[1]]; c != nil {
+				_ = c([]string{"--help"}, stdout, stdout)
+				return 0
+			}
 		}
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -17,6 +17,10 @@ type Recorder interface {
 	// (reconstructed) blocks are reported through Alloc with index -1
 	// after Attach.
 	Attach(device int32, a *allocator.Allocator, p *sim.Process)
+	// Restored is called once per device after the reconstructed state
+	// (if any) is in place and before the trace's first event: device
+	// calls made until then belong to the restore, not to the trace.
+	Restored(device int32)
 	// Alloc reports a block handed out for the event at index, with the
 	// recorded stack.
 	Alloc(device int32, index int64, b *allocator.Block, stack trace.StackID)

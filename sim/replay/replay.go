@@ -242,6 +242,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	}
 	// The restored segments' cudaMallocs happened before the trace.
 	d.baseline = proc.Counters()
+	if rp.opts.Recorder != nil {
+		rp.opts.Recorder.Restored(i)
+	}
 	return d, nil
 }
 

@@ -1,0 +1,258 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+	"time"
+
+	"github.com/olekukonko/tablewriter"
+	"github.com/olekukonko/tablewriter/tw"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+const inspectHelp = `Usage: memreplay inspect [flags] TRACE
+
+Says what a trace holds without replaying it: its format and source, the
+recording allocator's settings, devices, events by kind, the time span,
+stacks, the state before the first event (recorded, or reconstructed for a
+partial trace) and after the last, and whether it carries the recording's
+own decisions, which 'memreplay replay --check' compares.
+
+Examples:
+  memreplay inspect snapshot.pickle
+  memreplay inspect --format json trace.mrt
+
+Flags:
+`
+
+// inspection is what inspect reports; its JSON form is stable.
+type inspection struct {
+	File                 string            `json:"file"`
+	Format               string            `json:"format"`
+	Source               string            `json:"source"`
+	Tools                map[string]string `json:"tools,omitempty"`
+	AllocatorSettings    map[string]any    `json:"allocator_settings"`
+	Devices              []deviceSummary   `json:"devices"`
+	Events               int64             `json:"events"`
+	Actions              map[string]int64  `json:"actions"`
+	Decisions            int64             `json:"decisions"`
+	Checkable            bool              `json:"checkable"`
+	FirstTimeUS          int64             `json:"first_time_us,omitempty"`
+	LastTimeUS           int64             `json:"last_time_us,omitempty"`
+	Stacks               int               `json:"stacks"`
+	Frames               int               `json:"frames"`
+	Initial              *stateSummary     `json:"initial"`
+	InitialReconstructed bool              `json:"initial_reconstructed"`
+	Final                *stateSummary     `json:"final"`
+	Notes                []string          `json:"notes,omitempty"`
+}
+
+type deviceSummary struct {
+	Index          int32  `json:"index"`
+	Events         int64  `json:"events"`
+	Capacity       uint64 `json:"capacity,omitempty"`
+	CapacitySource string `json:"capacity_source,omitempty"`
+}
+
+type stateSummary struct {
+	Segments       int    `json:"segments"`
+	ReservedBytes  uint64 `json:"reserved_bytes"`
+	Blocks         int    `json:"blocks"`
+	AllocatedBytes uint64 `json:"allocated_bytes"`
+	PendingFree    int    `json:"pending_free_blocks"`
+	Expandable     int    `json:"expandable_segments"`
+	PrivatePools   int    `json:"private_pool_segments"`
+}
+
+func summarizeState(segs []trace.Segment) *stateSummary {
+	s := &stateSummary{Segments: len(segs)}
+	for _, g := range segs {
+		s.ReservedBytes += g.TotalSize
+		if g.Expandable {
+			s.Expandable++
+		}
+		if g.PoolID != [2]int64{} {
+			s.PrivatePools++
+		}
+		for _, b := range g.Blocks {
+			s.Blocks++
+			switch b.State {
+			case trace.BlockAllocated:
+				s.AllocatedBytes += b.Size
+			case trace.BlockPendingFree:
+				s.PendingFree++
+			}
+		}
+	}
+	return s
+}
+
+func inspectCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("inspect", inspectHelp, stderr)
+	format := fs.String("format", "table", "output: table or json")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() != 1 {
+		return usageError{fmt.Errorf("want one trace file, got %d arguments (see memreplay help inspect)", fs.NArg())}
+	}
+	if *format != "table" && *format != "json" {
+		return usageError{fmt.Errorf("--format %q: want table or json", *format)}
+	}
+	path := fs.Arg(0)
+	o, err := openTrace(path)
+	if err != nil {
+		return err
+	}
+	defer o.Close()
+	r := o.Reader
+	h := r.Header()
+	in := &inspection{File: path, Format: string(o.Format), Source: h.Source, Tools: h.Tools,
+		AllocatorSettings: h.AllocatorSettings, Actions: map[string]int64{}, Notes: h.Notes}
+	init, rec := r.Initial()
+	if init != nil {
+		in.Initial = summarizeState(init)
+		in.InitialReconstructed = rec
+	}
+	perDev := map[int32]int64{}
+	err = eachEvent(r, func(e *trace.Event) error {
+		in.Events++
+		in.Actions[e.Action.String()]++
+		perDev[e.Device]++
+		if e.Action.IsDecision() {
+			in.Decisions++
+		}
+		if e.TimeUS != 0 {
+			if in.FirstTimeUS == 0 || e.TimeUS < in.FirstTimeUS {
+				in.FirstTimeUS = e.TimeUS
+			}
+			in.LastTimeUS = max(in.LastTimeUS, e.TimeUS)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	final, hasFinal := r.Final()
+	if hasFinal {
+		in.Final = summarizeState(final)
+		for _, s := range final {
+			if _, ok := perDev[s.Device]; !ok {
+				perDev[s.Device] = 0
+			}
+		}
+	}
+	for _, d := range h.Devices {
+		if _, ok := perDev[d.Index]; !ok {
+			perDev[d.Index] = 0
+		}
+	}
+	for d, n := range perDev {
+		ds := deviceSummary{Index: d, Events: n}
+		for _, hd := range h.Devices {
+			if hd.Index == d {
+				ds.Capacity, ds.CapacitySource = hd.Capacity, hd.CapacitySource
+			}
+		}
+		in.Devices = append(in.Devices, ds)
+	}
+	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].Index < in.Devices[j].Index })
+	in.Stacks, in.Frames = r.Stacks().NumStacks()-1, r.Stacks().NumFrames()
+	// Decisions to compare: the recorded segment and oom entries, or the
+	// alloc addresses of a trace with a final state to check against.
+	in.Checkable = in.Decisions > 0 || (hasFinal && in.Actions["alloc"] > 0)
+
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(in)
+	}
+	return writeInspection(stdout, in)
+}
+
+func writeInspection(w io.Writer, in *inspection) error {
+	t := tablewriter.NewTable(w,
+		tablewriter.WithHeaderAutoFormat(tw.Off),
+		tablewriter.WithRowAutoWrap(tw.WrapNone),
+		tablewriter.WithTrimSpace(tw.Off),
+		tablewriter.WithHeaderAlignment(tw.AlignLeft),
+		tablewriter.WithRendition(tw.Rendition{Symbols: tw.NewSymbols(tw.StyleASCII)}))
+	t.Header("trace", in.File)
+	add := func(k, v string) { _ = t.Append(k, v) }
+	add("format", in.Format)
+	add("source", in.Source)
+	if s, ok := in.AllocatorSettings["PYTORCH_CUDA_ALLOC_CONF"].(string); ok {
+		if s == "" {
+			s = "(defaults)"
+		}
+		add("recorded settings", s)
+	} else if in.AllocatorSettings == nil {
+		add("recorded settings", "not recorded (PyTorch defaults assumed)")
+	}
+	for _, d := range in.Devices {
+		c := "unknown"
+		if d.Capacity > 0 {
+			c = allocator.FormatSize(d.Capacity)
+			if d.CapacitySource != "" {
+				c += " (" + d.CapacitySource + ")"
+			}
+		}
+		add(fmt.Sprintf("device %d", d.Index), fmt.Sprintf("%d events, capacity %s", d.Events, c))
+	}
+	add("events", fmt.Sprint(in.Events))
+	keys := make([]string, 0, len(in.Actions))
+	for k := range in.Actions {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		add("  "+k, fmt.Sprint(in.Actions[k]))
+	}
+	if in.FirstTimeUS != 0 {
+		span := time.Duration(in.LastTimeUS-in.FirstTimeUS) * time.Microsecond
+		add("time span", fmt.Sprintf("%s (from %s)", span, time.UnixMicro(in.FirstTimeUS).UTC().Format(time.RFC3339)))
+	}
+	add("stacks", fmt.Sprintf("%d distinct, %d frames", in.Stacks, in.Frames))
+	state := func(s *stateSummary) string {
+		if s == nil {
+			return "none"
+		}
+		out := fmt.Sprintf("%d segments (%s reserved), %d blocks, %s allocated", s.Segments,
+			allocator.FormatSize(s.ReservedBytes), s.Blocks, allocator.FormatSize(s.AllocatedBytes))
+		if s.PendingFree > 0 {
+			out += fmt.Sprintf(", %d pending free", s.PendingFree)
+		}
+		if s.Expandable > 0 {
+			out += fmt.Sprintf(", %d expandable", s.Expandable)
+		}
+		if s.PrivatePools > 0 {
+			out += fmt.Sprintf(", %d in private pools (replayed as default pools)", s.PrivatePools)
+		}
+		return out
+	}
+	initial := "empty (recorded from the start)"
+	if in.Initial != nil {
+		initial = state(in.Initial)
+		if in.InitialReconstructed {
+			initial = "reconstructed: " + initial
+		}
+	}
+	add("before first event", initial)
+	add("after last event", state(in.Final))
+	check := "no: nothing to compare"
+	if in.Checkable {
+		check = fmt.Sprintf("yes: %d recorded decisions, %d alloc addresses", in.Decisions, in.Actions["alloc"])
+	}
+	add("replay --check", check)
+	if err := t.Render(); err != nil {
+		return err
+	}
+	for _, n := range in.Notes {
+		fmt.Fprintf(w, "note: %s\n", n)
+	}
+	return nil
+}

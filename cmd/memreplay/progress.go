@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/mattn/go-isatty"
+)
+
+// progress draws a one-line progress report on stderr while a long replay
+// runs, when stderr is a terminal; otherwise it stays silent, since every
+// redraw would become a line in a log file.
+type progress struct {
+	w     io.Writer
+	label string
+	total int64 // 0 when unknown (a streamed trace)
+	start time.Time
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, label string, total int64, enabled bool) *progress {
+	f, ok := w.(*os.File)
+	if !enabled || !ok || !(isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
+		return nil
+	}
+	now := time.Now()
+	return &progress{w: w, label: label, total: total, start: now, last: now}
+}
+
+// update is called every few thousand events; it redraws at most five
+// times a second and only after the first second, so short runs print
+// nothing.
+func (p *progress) update(n int64) {
+	if p == nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(p.start) < time.Second || now.Sub(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = now
+	rate := float64(n) / now.Sub(p.start).Seconds()
+	if p.total > 0 {
+		fmt.Fprintf(p.w, "\r%s: %d/%d events (%.0f%%, %.1fM events/s)   ", p.label, n, p.total, 100*float64(n)/float64(p.total), rate/1e6)
+	} else {
+		fmt.Fprintf(p.w, "\r%s: %d events (%.1fM events/s)   ", p.label, n, rate/1e6)
+	}
+	p.drawn = true
+}
+
+func (p *progress) done() {
+	if p != nil && p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

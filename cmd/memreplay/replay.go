@@ -1,0 +1,198 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/memreplay/memreplay/profiler"
+	"github.com/memreplay/memreplay/profiler/report"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+const replayHelp = `Usage: memreplay replay [flags] TRACE
+
+Replays a recorded allocation trace through the PyTorch-exact caching
+allocator on a simulated GPU and reports where the memory went: peak live
+and reserved bytes, waste, fragmentation, retries, OOMs and the allocation
+sites that held or stranded the most memory.
+
+TRACE is a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot), an
+RMM logging_resource_adaptor CSV log, or a memreplay trace (see
+'memreplay convert'). A snapshot recorded after the model was loaded is
+replayed from a reconstructed initial state; the report says so.
+
+Examples:
+  memreplay replay snapshot.pickle
+  memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
+  memreplay replay --alloc-conf expandable_segments:True snapshot.pickle
+  memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
+  memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -top mem.pb.gz
+
+Flags:
+`
+
+// replayFlags are the flags replay and compare share.
+type replayFlags struct {
+	capacity string
+	oom      string
+	lenient  bool
+	format   string
+	top      int
+	progress bool
+}
+
+func (f *replayFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's, or implied by its OOMs)")
+	fs.StringVar(&f.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
+	fs.BoolVar(&f.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free) instead of failing")
+	fs.StringVar(&f.format, "format", "table", "output: table, json or markdown")
+	fs.IntVar(&f.top, "top", 10, "allocation sites to list")
+	fs.BoolVar(&f.progress, "progress", true, "show progress on stderr when it is a terminal")
+}
+
+func (f *replayFlags) options(path string) (replay.Options, error) {
+	opts := replay.Options{Name: path, Lenient: f.lenient}
+	if f.capacity != "" {
+		c, err := parseSize(f.capacity)
+		if err != nil {
+			return opts, usageError{fmt.Errorf("--capacity: %v", err)}
+		}
+		opts.Capacity = c
+	}
+	p, err := replay.ParseOOMPolicy(f.oom)
+	if err != nil {
+		return opts, usageError{fmt.Errorf("--oom: %v", err)}
+	}
+	opts.OOM = p
+	switch f.format {
+	case "table", "json", "markdown":
+	default:
+		return opts, usageError{fmt.Errorf("--format %q: want table, json or markdown", f.format)}
+	}
+	return opts, nil
+}
+
+func replayCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("replay", replayHelp, stderr)
+	var rf replayFlags
+	rf.register(fs)
+	allocConf := fs.String("alloc-conf", "", "replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the trace's own")
+	check := fs.Bool("check", false, "compare every decision with the recording's; exit 1 on any divergence")
+	pprofOut := fs.String("pprof", "", "write a pprof profile (gzipped protobuf) to this file")
+	failOnOOM := fs.Bool("fail-on-oom", false, "exit 1 when the replay runs out of memory")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	if fs.NArg() != 1 {
+		return usageError{fmt.Errorf("want one trace file, got %d arguments (see memreplay help replay)", fs.NArg())}
+	}
+	path := fs.Arg(0)
+	opts, err := rf.options(path)
+	if err != nil {
+		return err
+	}
+	opts.Check = *check
+	if fs.Changed("alloc-conf") {
+		if opts.Config, err = parseAllocConf(*allocConf); err != nil {
+			return err
+		}
+	}
+	in, err := replayOnce(path, opts, &rf, stderr)
+	if err != nil {
+		return err
+	}
+	in.Top = rf.top
+	if err := writeReport(stdout, rf.format, in); err != nil {
+		return err
+	}
+	if *pprofOut != "" {
+		if err := writePprof(*pprofOut, in); err != nil {
+			return err
+		}
+	}
+	res := in.Result
+	if res.Check != nil && !res.Check.Passed() {
+		if d := res.Check.FirstDivergence; d != nil {
+			fmt.Fprintf(stderr, "memreplay replay: check failed: %d of %d decisions matched; first divergence at %s\n",
+				res.Check.DecisionsMatched, res.Check.DecisionsExpected, d)
+		} else {
+			fmt.Fprintf(stderr, "memreplay replay: check failed: final layout differs: %s\n", res.Check.FinalDifference)
+		}
+		return errCheckFailed
+	}
+	if *failOnOOM && len(res.OOMs) > 0 {
+		fmt.Fprintf(stderr, "memreplay replay: out of memory at event %d: %s\n", res.OOMs[0].Index, firstLine(res.OOMs[0].Message))
+		return errCheckFailed
+	}
+	return nil
+}
+
+// replayOnce opens and replays one trace with the profiler attached.
+func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
+	o, err := openTrace(path)
+	if err != nil {
+		return nil, err
+	}
+	defer o.Close()
+	var total int64
+	if o.Trace != nil {
+		total = int64(len(o.Trace.Events))
+	}
+	label := "replaying " + path
+	if opts.Config != nil {
+		label += " under " + opts.Config.String()
+	}
+	pr := newProgress(stderr, label, total, rf.progress)
+	opts.Progress = pr.update
+	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total})
+	opts.Recorder = prof
+	res, err := replay.Run(o.Reader, opts)
+	pr.done()
+	if err != nil {
+		return nil, err
+	}
+	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
+}
+
+func writeReport(w io.Writer, format string, in *report.Input) error {
+	switch format {
+	case "json":
+		return report.WriteJSON(w, in)
+	case "markdown":
+		return report.WriteMarkdown(w, in)
+	default:
+		return report.WriteTable(w, in)
+	}
+}
+
+func writePprof(path string, in *report.Input) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := report.WritePprof(f, in); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// flagError turns a pflag parse error into a usage error (help is not an
+// error).
+func flagError(err error) error {
+	if err == pflag.ErrHelp {
+		return err
+	}
+	return usageError{err}
+}

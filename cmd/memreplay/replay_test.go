@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/require"
+)
+
+const (
+	completeTrace = "../../traces/pytorch/cs336_silmont2000_mem_snapshot.pickle"
+	partialTrace  = "../../traces/pytorch/cs336_silmont2000_memory_forward_fp32_128.pickle"
+)
+
+func TestReplayReportsARealTrace(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "reconstructed")
+	require.Contains(t, stdout, "2043") // events
+}
+
+func TestReplayCheckJSON(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", "--check", "--format", "json", completeTrace)
+	require.Equal(t, 0, code, stderr)
+	var out map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	for _, k := range []string{"stats", "fragmentation", "events", "check"} {
+		require.Contains(t, out, k)
+	}
+	check := out["check"].(map[string]any)
+	require.EqualValues(t, 45, check["decisions_expected"])
+	require.EqualValues(t, 45, check["decisions_matched"])
+	require.Nil(t, check["first_divergence"])
+	require.Equal(t, true, check["final_segments_match"])
+	require.EqualValues(t, 97, out["events"])
+	stats := out["stats"].(map[string]any)
+	require.EqualValues(t, 9, stats["num_device_alloc"])
+	frag := out["fragmentation"].(map[string]any)
+	for _, k := range []string{"peak_live_bytes", "peak_reserved_bytes", "waste_ratio", "largest_free_block_bytes_at_peak"} {
+		require.Contains(t, frag, k)
+	}
+}
+
+func TestReplayCheckFailsUnderOtherSettings(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", "--check", "--alloc-conf", "expandable_segments:True", "--format", "json", completeTrace)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, "check failed")
+	require.Contains(t, stderr, "first divergence at device 0, event 0")
+	var out map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	div := out["check"].(map[string]any)["first_divergence"].(map[string]any)
+	require.EqualValues(t, 0, div["event"])
+}
+
+func TestReplayBadInput(t *testing.T) {
+	dir := t.TempDir()
+	data, err := os.ReadFile(completeTrace)
+	require.NoError(t, err)
+	truncated := filepath.Join(dir, "cut.pickle")
+	require.NoError(t, os.WriteFile(truncated, data[:1000], 0o644))
+	hostile := filepath.Join(dir, "evil.pickle")
+	require.NoError(t, os.WriteFile(hostile, []byte("\x80\x04\x95\x1e\x00\x00\x00\x00\x00\x00\x00\x8c\x05posix\x94\x8c\x06system\x94\x93\x94\x8c\x02id\x94\x85\x94R\x94."), 0o644))
+	junk := filepath.Join(dir, "junk.bin")
+	require.NoError(t, os.WriteFile(junk, []byte("hello"), 0o644))
+	badRMM := filepath.Join(dir, "bad.csv")
+	require.NoError(t, os.WriteFile(badRMM, []byte("Thread,Time,Action,Pointer,Size,Stream\n1,00:00:00.000001,allocate,0x100,16,0x0\n1,00:00:00.000002,free,0x100,16,0x0\n1,00:00:00.000003,free,0x100,16,0x0\n"), 0o644))
+
+	for _, c := range []struct{ file, want string }{
+		{truncated, "cut.pickle: byte offset"},
+		{hostile, "evil.pickle: byte offset"},
+		{junk, "junk.bin: byte offset 0: not a trace"},
+		{badRMM, "bad.csv: event 3: free of unknown address 0x100"},
+		{filepath.Join(dir, "missing.pickle"), "missing.pickle"},
+	} {
+		code, _, stderr := runCLI("replay", c.file)
+		require.Equal(t, 2, code, stderr)
+		require.Contains(t, stderr, c.want)
+		require.Equal(t, 1, strings.Count(strings.TrimSpace(stderr), "\n")+1, "one line: %q", stderr)
+	}
+	code, _, stderr := runCLI("replay", "--lenient", badRMM)
+	require.Equal(t, 0, code, stderr)
+}
+
+func TestConvertThenReplayStreams(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "fwd.mrt")
+	code, stdout, stderr := runCLI("convert", partialTrace, out)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "2043 events")
+
+	_, direct, _ := runCLI("replay", "--check", "--format", "json", partialTrace)
+	code, native, stderr := runCLI("replay", "--check", "--format", "json", out)
+	require.Equal(t, 0, code, stderr)
+	var a, b map[string]any
+	require.NoError(t, json.Unmarshal([]byte(direct), &a))
+	require.NoError(t, json.Unmarshal([]byte(native), &b))
+	require.Equal(t, a["stats"], b["stats"])
+	require.Equal(t, a["check"], b["check"])
+	require.Equal(t, a["fragmentation"], b["fragmentation"])
+
+	code, stdout, stderr = runCLI("inspect", "--format", "json", out)
+	require.Equal(t, 0, code, stderr)
+	var in map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+	require.Equal(t, "native", in["format"])
+	require.Equal(t, true, in["initial_reconstructed"])
+	require.EqualValues(t, 2043, in["events"])
+}
+
+func TestInspect(t *testing.T) {
+	code, stdout, stderr := runCLI("inspect", completeTrace)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "pytorch-snapshot")
+	require.Contains(t, stdout, "yes: 9 recorded decisions, 36 alloc addresses")
+	require.Contains(t, stdout, "empty (recorded from the start)")
+}
+
+func TestCompare(t *testing.T) {
+	code, stdout, stderr := runCLI("compare", partialTrace, "--alloc-conf", "expandable_segments:True", "--alloc-conf", "max_split_size_mb:64")
+	require.Equal(t, 0, code, stderr)
+	for _, s := range []string{"recorded settings", "expandable_segments:True", "max_split_size_mb:64"} {
+		require.Contains(t, stdout, s)
+	}
+	code, _, stderr = runCLI("compare", partialTrace, "--alloc-conf", "max_split_size_mb:1")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "max_split_size_mb")
+}
+
+func TestReplayPprof(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "mem.pb.gz")
+	code, _, stderr := runCLI("replay", "--pprof", out, partialTrace)
+	require.Equal(t, 0, code, stderr)
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	p, err := profile.Parse(f)
+	require.NoError(t, err)
+	require.NoError(t, p.CheckValid())
+	require.NotEmpty(t, p.Sample)
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go not on PATH: not checking go tool pprof")
+	}
+	cmd := exec.Command(goTool, "tool", "pprof", "-top", out)
+	top, err := cmd.CombinedOutput()
+	require.NoError(t, err, string(top))
+	require.Contains(t, string(top), "flat")
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+
+	"github.com/spf13/pflag"
+
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+// openTrace opens a trace file and readies it for replay: a trace read
+// whole gets its initial state reconstructed and its capacity implied.
+func openTrace(path string) (*trace.Opened, error) {
+	o, err := trace.Open(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			return nil, inputError{err}
+		}
+		return nil, err
+	}
+	if o.Trace != nil {
+		if _, err := replay.Prepare(o.Trace); err != nil {
+			o.Close()
+			return nil, err
+		}
+	}
+	return o, nil
+}
+
+// inputError is bad input that is not a trace.FormatError (a missing file):
+// exit code 2.
+type inputError struct{ error }
+
+// parseAllocConf parses an --alloc-conf value.
+func parseAllocConf(s string) (*config.Config, error) {
+	c, err := config.Parse(s)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--alloc-conf %q: %v", s, err)}
+	}
+	return &c, nil
+}
+
+// newFlagSet returns a subcommand's flag set, printing help (the usage
+// text, then the flags) and errors on stderr.
+func newFlagSet(name, help string, stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, help); fs.PrintDefaults() }
+	return fs
+}
+
+// eachEvent calls fn with every remaining event of r.
+func eachEvent(r trace.Reader, fn func(*trace.Event) error) error {
+	var e trace.Event
+	for {
+		err := r.Next(&e)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := fn(&e); err != nil {
+			return err
+		}
+	}
+}

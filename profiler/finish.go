@@ -1,0 +1,160 @@
+package profiler
+
+import (
+	"slices"
+	"sort"
+
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// Finish takes the captures still pending and the final sample, reads the
+// allocators' statistics and the processes' counters, and returns the
+// profile. Call it after the replay; calling it again returns a fresh
+// profile of the same state.
+func (p *Profiler) Finish() *Profile {
+	p.cur = p.events
+	for _, d := range p.order {
+		if d.syncPending {
+			p.syncReserved(d)
+			d.syncPending = false
+		}
+	}
+	p.anySync = false
+	if p.open != nil {
+		p.open.closeFree()
+	}
+	if p.totalPending {
+		p.takeTotal()
+	}
+	for _, d := range p.order {
+		if d.ownMark >= 0 {
+			p.takeOwn(d)
+		}
+	}
+	if len(p.order) > 0 && p.events > 0 && (len(p.timeline) == 0 || p.timeline[len(p.timeline)-1].Event < p.events-1) {
+		p.sample(p.events - 1)
+	}
+
+	prof := &Profile{
+		Events:      p.events,
+		Peak:        p.totalPeak,
+		SampleEvery: p.every,
+		Timeline:    slices.Clone(p.timeline),
+		OOMs:        slices.Clone(p.ooms),
+		OOMsDropped: p.oomsDropped,
+	}
+	prof.Total = figures(&p.total, p.totalPeak)
+	for _, d := range p.devs {
+		if d == nil {
+			continue
+		}
+		dp := DeviceProfile{Index: d.index, Figures: figures(&d.counters, d.peak), Peak: d.peak}
+		st := d.a.Stats()
+		dp.AllocRetries, dp.OOMs = st.NumAllocRetries, st.NumOOMs
+		if d.proc != nil {
+			c := d.proc.Counters()
+			c.Sub(d.baseline)
+			dp.DeviceMallocs = c.Get(sim.CallMalloc).Calls
+			dp.DeviceFrees = c.Get(sim.CallFree).Calls
+			dp.DeviceMaps = c.Get(sim.CallMap).Calls
+			dp.DeviceUnmaps = c.Get(sim.CallUnmap).Calls
+			dp.DeviceTimeNS = int64(c.Total.Time)
+		}
+		t := &prof.Total
+		t.AllocRetries += dp.AllocRetries
+		t.OOMs += dp.OOMs
+		t.DeviceMallocs += dp.DeviceMallocs
+		t.DeviceFrees += dp.DeviceFrees
+		t.DeviceMaps += dp.DeviceMaps
+		t.DeviceUnmaps += dp.DeviceUnmaps
+		t.DeviceTimeNS += dp.DeviceTimeNS
+		prof.Devices = append(prof.Devices, dp)
+	}
+	prof.Sites = p.sites()
+	return prof
+}
+
+func figures(c *counters, peak *Capture) Figures {
+	f := Figures{
+		PeakLiveBytes: c.peakLive, PeakLiveEvent: c.peakLiveEvent,
+		PeakReservedBytes: c.peakReserved, PeakReservedEvent: c.peakReservedEvent,
+		ReservedBytesAtPeak: c.reservedAtPeak, RequestedBytesAtPeak: c.requestedAtPeak,
+		InternalWasteBytesAtPeak: sub(c.peakLive, c.requestedAtPeak),
+		MaxInternalWasteBytes:    c.maxInternal,
+		MaxExternalFragmentation: c.maxFrag,
+		Allocs:                   c.allocs, Frees: c.frees,
+		FinalLiveBytes: c.live, FinalReservedBytes: c.reserved, FinalRequestedBytes: c.requested,
+	}
+	if c.peakReserved > 0 {
+		f.WasteRatio = 1 - float64(c.peakLive)/float64(c.peakReserved)
+	}
+	if peak != nil {
+		f.FreeBytesAtPeak = peak.FreeBytes
+		f.LargestFreeBlockBytesAtPeak = peak.LargestFreeBlockBytes
+		f.StrandedBytesAtPeak = peak.StrandedBytes
+		f.ExternalFragmentationAtPeak = peak.ExternalFragmentation
+	}
+	return f
+}
+
+// sites builds the whole-run site table: counters summed over devices, the
+// bytes at the total peak from its capture.
+func (p *Profiler) sites() []Site {
+	n := 0
+	for _, d := range p.order {
+		n = max(n, len(d.sites))
+	}
+	byStack := map[trace.StackID]*Site{}
+	get := func(id trace.StackID) *Site {
+		s := byStack[id]
+		if s == nil {
+			s = &Site{Stack: id}
+			byStack[id] = s
+		}
+		return s
+	}
+	for id := 0; id < n; id++ {
+		for _, d := range p.order {
+			if id >= len(d.sites) {
+				continue
+			}
+			sc := &d.sites[id]
+			if sc.allocs == 0 && sc.maxLive == 0 {
+				continue
+			}
+			s := get(trace.StackID(id))
+			s.AllocCount += sc.allocs
+			s.AllocBytes += sc.allocBytes
+			s.MaxLiveBytes = max(s.MaxLiveBytes, sc.maxLive)
+		}
+	}
+	if p.totalPeak != nil {
+		for _, sb := range p.totalPeak.Sites {
+			s := get(sb.Stack)
+			s.LiveBytesAtPeak += sb.LiveBytes
+			s.StrandedBytesAtPeak += sb.StrandedBytes
+			s.BlocksAtPeak += sb.Blocks
+		}
+	}
+	out := make([]Site, 0, len(byStack))
+	for _, s := range byStack {
+		frames := p.stacks.Frames(s.Stack)
+		s.Label = SiteLabel(frames)
+		for _, f := range TrimFrames(frames) {
+			s.Frames = append(s.Frames, FormatFrame(f))
+		}
+		out = append(out, *s)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		a, b := &out[i], &out[j]
+		if x, y := a.LiveBytesAtPeak+a.StrandedBytesAtPeak, b.LiveBytesAtPeak+b.StrandedBytesAtPeak; x != y {
+			return x > y
+		}
+		if a.AllocBytes != b.AllocBytes {
+			return a.AllocBytes > b.AllocBytes
+		}
+		return a.Stack < b.Stack
+	})
+	return out
+}

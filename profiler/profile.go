@@ -1,0 +1,190 @@
+package profiler
+
+import (
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+// Profile is what Finish returns: plain data, JSON-tagged, with nothing
+// that points back into the replay.
+type Profile struct {
+	// Events is the number of events the profiler saw (1 + the last index
+	// passed to Step).
+	Events int64 `json:"events"`
+	// Total sums the devices (see the package comment for "at peak" over
+	// several devices).
+	Total Figures `json:"total"`
+	// Devices lists each device the replay used, by index.
+	Devices []DeviceProfile `json:"devices"`
+	// Peak is the capture at the total peak (the device's own when there is
+	// one device); nil when nothing was ever allocated.
+	Peak *Capture `json:"peak"`
+	// SampleEvery is the timeline's final interval in events.
+	SampleEvery int64    `json:"sample_every"`
+	Timeline    []Sample `json:"timeline"`
+	// OOMs are the replay's out-of-memory errors in order, at most
+	// Options.MaxOOMs of them; OOMsDropped counts the rest.
+	OOMs        []OOMSnapshot `json:"ooms"`
+	OOMsDropped int64         `json:"ooms_dropped"`
+	// Sites lists every site that allocated, sorted by bytes held at the
+	// peak (live plus stranded), then by bytes allocated over the run.
+	Sites []Site `json:"sites"`
+}
+
+// Figures are the headline numbers of one device or of all of them.
+type Figures struct {
+	PeakLiveBytes     uint64 `json:"peak_live_bytes"`
+	PeakLiveEvent     int64  `json:"peak_live_event"` // -1: reached by the restored initial state
+	PeakReservedBytes uint64 `json:"peak_reserved_bytes"`
+	PeakReservedEvent int64  `json:"peak_reserved_event"`
+	// WasteRatio is 1 - PeakLiveBytes/PeakReservedBytes, 0 with nothing
+	// reserved.
+	WasteRatio float64 `json:"waste_ratio"`
+
+	// At the peak of live bytes.
+	ReservedBytesAtPeak         uint64  `json:"reserved_bytes_at_peak"`
+	RequestedBytesAtPeak        uint64  `json:"requested_bytes_at_peak"`
+	FreeBytesAtPeak             uint64  `json:"free_bytes_at_peak"`
+	LargestFreeBlockBytesAtPeak uint64  `json:"largest_free_block_bytes_at_peak"`
+	StrandedBytesAtPeak         uint64  `json:"stranded_bytes_at_peak"`
+	InternalWasteBytesAtPeak    uint64  `json:"internal_waste_bytes_at_peak"`
+	ExternalFragmentationAtPeak float64 `json:"external_fragmentation_at_peak"`
+
+	// Over the run.
+	MaxInternalWasteBytes    uint64  `json:"max_internal_waste_bytes"`
+	MaxExternalFragmentation float64 `json:"max_external_fragmentation"` // over the samples, peaks and OOMs
+	Allocs                   uint64  `json:"allocs"`
+	Frees                    uint64  `json:"frees"`
+
+	// At the end.
+	FinalLiveBytes      uint64 `json:"final_live_bytes"`
+	FinalReservedBytes  uint64 `json:"final_reserved_bytes"`
+	FinalRequestedBytes uint64 `json:"final_requested_bytes"`
+
+	// From the allocator's statistics and the simulated process's
+	// counters, read at Finish.
+	AllocRetries  int64  `json:"alloc_retries"`
+	OOMs          int64  `json:"ooms"`
+	DeviceMallocs uint64 `json:"device_mallocs"` // cudaMalloc calls
+	DeviceFrees   uint64 `json:"device_frees"`   // cudaFree calls
+	DeviceMaps    uint64 `json:"device_maps"`    // cuMemMap calls (expandable segments)
+	DeviceUnmaps  uint64 `json:"device_unmaps"`  // cuMemUnmap calls
+	// DeviceTimeNS is the modelled time of every device call, in
+	// nanoseconds.
+	DeviceTimeNS int64 `json:"device_time_ns"`
+}
+
+// DeviceProfile is one device's figures and its peak capture.
+type DeviceProfile struct {
+	Index int32 `json:"index"`
+	Figures
+	Peak *Capture `json:"peak"`
+}
+
+// Capture is the allocator's state at one moment, a peak or an OOM, as
+// reconstructed (see capture.go): exact, whatever happened after it.
+type Capture struct {
+	// Event is the moment described: the event index of the peak or of the
+	// OOM (-1: the restored initial state).
+	Event int64 `json:"event"`
+
+	LiveBytes             uint64  `json:"live_bytes"`
+	RequestedBytes        uint64  `json:"requested_bytes"`
+	ReservedBytes         uint64  `json:"reserved_bytes"`
+	FreeBytes             uint64  `json:"free_bytes"` // cached free blocks, as FreeSummary counts them
+	LargestFreeBlockBytes uint64  `json:"largest_free_block_bytes"`
+	ExternalFragmentation float64 `json:"external_fragmentation"`
+	StrandedBytes         uint64  `json:"stranded_bytes"`
+	// Segments counts the segments (mapped runs) walked, PinnedSegments
+	// those holding a live block.
+	Segments       int `json:"segments"`
+	PinnedSegments int `json:"pinned_segments"`
+	// Sites lists live and stranded bytes per (device, stream, site),
+	// largest first.
+	Sites []SiteBytes `json:"sites"`
+}
+
+// SiteBytes is one site's share of a capture on one device and stream.
+type SiteBytes struct {
+	Stack         trace.StackID `json:"stack"`
+	Device        int32         `json:"device"`
+	Stream        uint64        `json:"stream"`
+	Blocks        int           `json:"blocks"`
+	LiveBytes     uint64        `json:"live_bytes"`
+	StrandedBytes uint64        `json:"stranded_bytes"`
+}
+
+// Site is one allocation site over the whole run.
+type Site struct {
+	Stack trace.StackID `json:"stack"`
+	// Label is the site's most telling frame (SiteLabel), Frames its
+	// trimmed frames innermost first, each "name (file:line)".
+	Label  string   `json:"label"`
+	Frames []string `json:"frames"`
+
+	AllocCount uint64 `json:"alloc_count"`
+	AllocBytes uint64 `json:"alloc_bytes"` // block sizes, summed over allocations
+	// MaxLiveBytes is the most this site held at once on one device.
+	MaxLiveBytes uint64 `json:"max_live_bytes"`
+	// At the total peak (Profile.Peak).
+	LiveBytesAtPeak     uint64 `json:"live_bytes_at_peak"`
+	StrandedBytesAtPeak uint64 `json:"stranded_bytes_at_peak"`
+	BlocksAtPeak        int    `json:"blocks_at_peak"`
+}
+
+// Sample is one point of the timeline.
+type Sample struct {
+	// Event is the last event of the sample's interval; the instantaneous
+	// values are those after it, the Max values over the interval.
+	Event                 int64   `json:"event"`
+	LiveBytes             uint64  `json:"live_bytes"`
+	ReservedBytes         uint64  `json:"reserved_bytes"`
+	RequestedBytes        uint64  `json:"requested_bytes"`
+	MaxLiveBytes          uint64  `json:"max_live_bytes"`
+	MaxReservedBytes      uint64  `json:"max_reserved_bytes"`
+	FreeBytes             uint64  `json:"free_bytes"`
+	LargestFreeBlock      uint64  `json:"largest_free_block_bytes"`
+	ExternalFragmentation float64 `json:"external_fragmentation"`
+	// Devices has one entry per device when the replay used more than one.
+	Devices []DeviceSample `json:"devices,omitempty"`
+}
+
+// DeviceSample is one device's part of a Sample.
+type DeviceSample struct {
+	Index            int32  `json:"index"`
+	LiveBytes        uint64 `json:"live_bytes"`
+	ReservedBytes    uint64 `json:"reserved_bytes"`
+	MaxLiveBytes     uint64 `json:"max_live_bytes"`
+	MaxReservedBytes uint64 `json:"max_reserved_bytes"`
+	FreeBytes        uint64 `json:"free_bytes"`
+	LargestFreeBlock uint64 `json:"largest_free_block_bytes"`
+}
+
+// OOMSnapshot is the state at one out-of-memory error, after the failure
+// (the allocator has already released its cache and retried).
+type OOMSnapshot struct {
+	Event  int64 `json:"event"`
+	Device int32 `json:"device"`
+	// The request: the caller's size, rounded, and the segment size the
+	// allocator asked of the device.
+	RequestedBytes uint64 `json:"requested_bytes"`
+	RoundedBytes   uint64 `json:"rounded_bytes"`
+	AllocBytes     uint64 `json:"alloc_bytes"`
+
+	LiveBytes             uint64  `json:"live_bytes"`
+	ReservedBytes         uint64  `json:"reserved_bytes"`
+	FreeBytes             uint64  `json:"free_bytes"`
+	LargestFreeBlockBytes uint64  `json:"largest_free_block_bytes"`
+	ExternalFragmentation float64 `json:"external_fragmentation"`
+	DeviceFreeBytes       uint64  `json:"device_free_bytes"`
+	DeviceTotalBytes      uint64  `json:"device_total_bytes"`
+	// Capture walks the state, for the first Options.OOMCaptures OOMs.
+	Capture *Capture `json:"capture,omitempty"`
+}
+
+// fragmentation is 1 - largest/total, 0 without free bytes.
+func fragmentation(total, largest uint64) float64 {
+	if total == 0 {
+		return 0
+	}
+	return 1 - float64(largest)/float64(total)
+}

@@ -1,0 +1,573 @@
+package profiler
+
+import (
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// Options tune a Profiler; the zero value gives the defaults.
+type Options struct {
+	// MaxSamples caps the timeline (default 1000; at least 2).
+	MaxSamples int
+	// MaxOOMs caps the OOM snapshots kept (default 1000); the rest are
+	// counted.
+	MaxOOMs int
+	// OOMCaptures is how many OOMs also get a full capture with sites
+	// (default 8; negative: none).
+	OOMCaptures int
+	// ExpectedEvents, when the caller knows the trace's length (a trace
+	// read whole), sets the timeline's interval from the start: each sample
+	// reads the allocator's free blocks, and the doubling that an unknown
+	// length needs takes about MaxSamples/2 samples more per doubling.
+	ExpectedEvents int64
+}
+
+// Profiler records a replay; see the package comment. Create one with New,
+// pass it as replay.Options.Recorder, and call Finish after the replay.
+type Profiler struct {
+	stacks *trace.Stacks
+	opts   Options
+
+	devs  []*devState // indexed by device ordinal; nil for unused ones
+	order []*devState // in Attach order
+
+	total counters
+	// cur is the index of the event being replayed: observer entries carry
+	// none, so peaks of reserved bytes are dated with it.
+	cur    int64
+	events int64
+
+	anySync bool // some device's reserved bytes must be read from its Stats
+	// open is the device whose last Free has not been seen to complete
+	// yet (see devState.lastFree).
+	open *devState
+
+	// totalPending: the state at the total peak is still to be
+	// reconstructed, from every device's log since its totalMark.
+	totalPending bool
+	totalPeak    *Capture
+
+	every      int64 // timeline interval
+	nextSample int64
+	timeline   []Sample
+
+	ooms        []OOMSnapshot
+	oomsDropped int64
+	oomCaptures int
+	ncap        int // reconstructions made (tests)
+}
+
+// counters are the incremental figures of one device or of the total.
+type counters struct {
+	live, requested, reserved uint64
+
+	peakLive, peakReserved           uint64
+	peakLiveEvent, peakReservedEvent int64
+	// at the peak of live bytes
+	reservedAtPeak, requestedAtPeak uint64
+
+	maxInternal uint64
+	// interval maxima for the timeline
+	winLive, winReserved uint64
+
+	allocs, frees uint64
+	// maxFrag is the largest external fragmentation seen at a sample, a
+	// capture or an OOM.
+	maxFrag float64
+}
+
+func (c *counters) noteFrag(f float64) { c.maxFrag = max(c.maxFrag, f) }
+
+func (c *counters) addLive(size, req uint64, index int64) (newPeak bool) {
+	c.live += size
+	c.requested += req
+	if c.live > c.winLive {
+		c.winLive = c.live
+	}
+	if c.live > c.requested {
+		if iw := c.live - c.requested; iw > c.maxInternal {
+			c.maxInternal = iw
+		}
+	}
+	if c.live > c.peakLive {
+		c.peakLive = c.live
+		c.peakLiveEvent = index
+		c.reservedAtPeak = c.reserved
+		c.requestedAtPeak = c.requested
+		return true
+	}
+	return false
+}
+
+func (c *counters) subLive(size, req uint64) {
+	c.live = sub(c.live, size)
+	c.requested = sub(c.requested, req)
+	c.frees++
+}
+
+func (c *counters) addReserved(n uint64, index int64) {
+	c.reserved += n
+	c.noteReserved(index)
+}
+
+func (c *counters) noteReserved(index int64) {
+	if c.reserved > c.winReserved {
+		c.winReserved = c.reserved
+	}
+	if c.reserved > c.peakReserved {
+		c.peakReserved = c.reserved
+		c.peakReservedEvent = index
+	}
+}
+
+// sub subtracts without wrapping: a free the profiler never saw allocated
+// must not turn the figures into 2^64.
+func sub(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
+// The undo log: what changed a device's blocks and segments since a peak
+// whose state is still to be reconstructed (see capture.go).
+type logKind uint8
+
+const (
+	logAlloc    logKind = iota // a block was allocated at addr
+	logFree                    // the block at addr (size, stack) was freed
+	logComplete                // the pending block at addr (size) returned to its pool
+	logSegAlloc                // a segment [addr, addr+size) was obtained
+	logSegFree                 // ... released
+	logMap                     // expandable pages [addr, addr+size) were mapped
+	logUnmap                   // ... unmapped
+)
+
+type logEntry struct {
+	kind   logKind
+	stack  trace.StackID
+	addr   uint64
+	size   uint64
+	stream uint64
+}
+
+// devState is one device's recorder state.
+type devState struct {
+	p     *Profiler
+	index int32
+	a     *allocator.Allocator
+	proc  *sim.Process
+	// baseline is proc's device calls when the restore ended.
+	baseline sim.Counters
+
+	counters
+	sites []siteCounters // indexed by StackID
+	addrs addrTable      // live block address -> site
+
+	syncPending bool  // reserved must be read from Stats (restored segments)
+	obsNet      int64 // net reserved change the observer saw while syncPending
+
+	// log holds the changes since the oldest pending peak: ownMark and
+	// totalMark are where the device's own and the total's pending peaks
+	// begin in it (-1: none pending).
+	log                []logEntry
+	ownMark, totalMark int
+	peak               *Capture
+
+	// lastFree is the block of the last Free: if the allocator does not
+	// report its return to the pool (free_completed) before anything else
+	// happens, it waits for record-stream events, and pendingFree keeps
+	// its size until it returns.
+	lastFree     struct{ addr, size uint64 }
+	lastFreeOpen bool
+	pendingFree  map[uint64]uint64
+}
+
+func (d *devState) logging() bool { return d.ownMark >= 0 || d.totalMark >= 0 }
+
+func (d *devState) append(e logEntry) {
+	if d.logging() {
+		d.log = append(d.log, e)
+	}
+}
+
+// siteCounters are one site's figures on one device.
+type siteCounters struct {
+	live, maxLive      uint64
+	allocs, allocBytes uint64
+}
+
+// New returns a profiler. stacks resolves the StackIDs the replay passes
+// (the trace reader's table); it may be nil.
+func New(stacks *trace.Stacks, opts Options) *Profiler {
+	if opts.MaxSamples <= 0 {
+		opts.MaxSamples = 1000
+	}
+	if opts.MaxSamples < 4 {
+		opts.MaxSamples = 4
+	}
+	if opts.MaxSamples%2 == 1 {
+		// Samples merge in pairs when the timeline is full.
+		opts.MaxSamples++
+	}
+	if opts.MaxOOMs <= 0 {
+		opts.MaxOOMs = 1000
+	}
+	if opts.OOMCaptures == 0 {
+		opts.OOMCaptures = 8
+	}
+	p := &Profiler{stacks: stacks, opts: opts, every: 1,
+		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
+	if n := opts.ExpectedEvents; n > 0 {
+		// The timeline is thinned when it reaches MaxSamples, so aim
+		// below, the final partial interval included.
+		m := int64(opts.MaxSamples - 2)
+		p.every = max(1, (n+m-1)/m)
+		p.nextSample = p.every - 1
+	}
+	return p
+}
+
+// dev returns the state of an attached device, or nil.
+func (p *Profiler) dev(device int32) *devState {
+	if device < 0 || int(device) >= len(p.devs) {
+		return nil
+	}
+	return p.devs[device]
+}
+
+// Restored implements replay.Recorder: the device calls counted so far
+// rebuilt the state before the trace, and the report leaves them out.
+func (p *Profiler) Restored(device int32) {
+	if device >= 0 && int(device) < len(p.devs) && p.devs[device] != nil && p.devs[device].proc != nil {
+		d := p.devs[device]
+		d.baseline = d.proc.Counters()
+	}
+}
+
+// Attach implements replay.Recorder: it registers the observer that keeps
+// reserved bytes and the undo log.
+func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc *sim.Process) {
+	if device < 0 {
+		return
+	}
+	for int(device) >= len(p.devs) {
+		p.devs = append(p.devs, nil)
+	}
+	d := &devState{p: p, index: device, a: a, proc: proc, ownMark: -1, totalMark: -1,
+		counters: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
+	if p.totalPending {
+		// The total's peak was before this device existed: its state
+		// then was empty, and everything from now on is to be undone.
+		d.totalMark = 0
+	}
+	p.devs[device] = d
+	p.order = append(p.order, d)
+	a.AddObserver(d.observe)
+	// Segments restored before the first event, or any that exist
+	// already, emit no observer entries.
+	d.syncPending = true
+	p.anySync = true
+}
+
+// observe runs under the allocator's lock: it must not call back into the
+// allocator.
+func (d *devState) observe(e allocator.TraceEntry) {
+	p := d.p
+	switch e.Action {
+	case allocator.ActionAlloc:
+		// Reported by Alloc; one the replay does not report (a recorded
+		// OOM's request that succeeded here) is freed within the event.
+	case allocator.ActionFreeRequested:
+		// Reported by Free.
+	case allocator.ActionFreeCompleted:
+		if d.lastFreeOpen && e.Addr == d.lastFree.addr {
+			d.lastFreeOpen = false // returned at once: the usual case
+			if p.open == d {
+				p.open = nil
+			}
+			return
+		}
+		if size, ok := d.pendingFree[e.Addr]; ok {
+			delete(d.pendingFree, e.Addr)
+			d.append(logEntry{kind: logComplete, addr: e.Addr, size: size})
+		}
+	case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
+		d.closeFree()
+		d.addReserved(e.Size, p.cur)
+		p.total.addReserved(e.Size, p.cur)
+		if d.syncPending {
+			d.obsNet += int64(e.Size)
+		}
+		k := logSegAlloc
+		if e.Action == allocator.ActionSegmentMap {
+			k = logMap
+		}
+		d.append(logEntry{kind: k, addr: e.Addr, size: e.Size, stream: uint64(e.Stream)})
+	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+		d.closeFree()
+		d.reserved = sub(d.reserved, e.Size)
+		p.total.reserved = sub(p.total.reserved, e.Size)
+		if d.syncPending {
+			d.obsNet -= int64(e.Size)
+		}
+		k := logSegFree
+		if e.Action == allocator.ActionSegmentUnmap {
+			k = logUnmap
+		}
+		d.append(logEntry{kind: k, addr: e.Addr, size: e.Size, stream: uint64(e.Stream)})
+	}
+}
+
+// closeFree settles the last Free: it was not returned to its pool at
+// once, so it waits for record-stream events.
+func (d *devState) closeFree() {
+	if !d.lastFreeOpen {
+		return
+	}
+	d.lastFreeOpen = false
+	if d.p.open == d {
+		d.p.open = nil
+	}
+	if d.pendingFree == nil {
+		d.pendingFree = map[uint64]uint64{}
+	}
+	d.pendingFree[d.lastFree.addr] = d.lastFree.size
+}
+
+// syncReserved resets reserved bytes from the allocator's statistics. What
+// the observer has not seen came from Restore, before the first event, so
+// it is dated -1; what the observer saw during this first event (obsNet) is
+// dated now.
+func (p *Profiler) syncReserved(d *devState) {
+	st := d.a.Stats()
+	cur := max(st.ReservedBytes[allocator.StatAll].Current, 0)
+	restored := uint64(max(cur-d.obsNet, 0))
+	d.setReserved(restored)
+	d.noteReserved(-1)
+	p.total.noteReserved(-1)
+	d.setReserved(uint64(cur))
+	d.noteReserved(p.cur)
+	p.total.noteReserved(p.cur)
+}
+
+// setReserved sets a device's reserved bytes and the total with them.
+func (d *devState) setReserved(r uint64) {
+	d.p.total.reserved = sub(d.p.total.reserved, d.reserved) + r
+	d.reserved = r
+}
+
+// settle is the work every hook does first.
+func (p *Profiler) settle(d *devState, index int64) {
+	if p.open != nil {
+		p.open.closeFree()
+	}
+	if index >= 0 {
+		p.cur = index
+		if d.syncPending {
+			p.syncReserved(d)
+			d.syncPending = false
+		}
+	}
+}
+
+// Alloc implements replay.Recorder.
+func (p *Profiler) Alloc(device int32, index int64, b *allocator.Block, stack trace.StackID) {
+	d := p.dev(device)
+	if d == nil {
+		return
+	}
+	p.settle(d, index)
+	if index < 0 {
+		// A restored block: its segment came from Restore, which the
+		// observer did not see. Later restored segments may hold no live
+		// block, so the first event reads the statistics again.
+		p.syncReserved(d)
+	}
+	size, req, addr := b.Size(), b.RequestedSize(), b.Addr()
+	d.addrs.put(addr, stack)
+	if int(stack) >= len(d.sites) {
+		d.growSites(stack)
+	}
+	s := &d.sites[stack]
+	s.live += size
+	if index >= 0 {
+		// Restored blocks were allocated before the trace began.
+		s.allocs++
+		s.allocBytes += size
+		d.allocs++
+		p.total.allocs++
+	}
+	if s.live > s.maxLive {
+		s.maxLive = s.live
+	}
+	// A pending peak that this allocation does not replace came before
+	// it: the reconstruction undoes it. (Marks set below start after it.)
+	d.append(logEntry{kind: logAlloc, addr: addr})
+	newOwn := d.addLive(size, req, index)
+	newTotal := p.total.addLive(size, req, index)
+	if newOwn {
+		d.ownMark = len(d.log)
+	}
+	if newTotal {
+		p.totalPending = true
+		for _, o := range p.order {
+			o.totalMark = len(o.log)
+		}
+	}
+	if newOwn || newTotal {
+		d.trim()
+	} else {
+		p.checkLog(d)
+	}
+}
+
+func (d *devState) growSites(stack trace.StackID) {
+	n := max(2*len(d.sites), int(stack)+1, 64)
+	ns := make([]siteCounters, n)
+	copy(ns, d.sites)
+	d.sites = ns
+}
+
+// Free implements replay.Recorder. It runs before the block is freed.
+func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack trace.StackID) {
+	d := p.dev(device)
+	if d == nil {
+		return
+	}
+	p.settle(d, index)
+	size, addr := b.Size(), b.Addr()
+	d.append(logEntry{kind: logFree, addr: addr, size: size, stack: stack})
+	d.subLive(size, b.RequestedSize())
+	p.total.subLive(size, b.RequestedSize())
+	d.addrs.del(addr)
+	if int(stack) < len(d.sites) {
+		s := &d.sites[stack]
+		s.live = sub(s.live, size)
+	}
+	d.lastFree.addr, d.lastFree.size = addr, size
+	d.lastFreeOpen = true
+	p.open = d
+	p.checkLog(d)
+}
+
+// checkLog bounds a log: once it is longer than the state it would be
+// undone from, reconstructing now costs no more than undoing later, and
+// logging stops.
+func (p *Profiler) checkLog(d *devState) {
+	limit := 4096 + 2*d.addrs.len()
+	if d.ownMark >= 0 && len(d.log)-d.ownMark > limit {
+		p.takeOwn(d)
+	}
+	if d.totalMark >= 0 && len(d.log)-d.totalMark > limit {
+		p.takeTotal()
+	}
+}
+
+// takeOwn reconstructs the state at the device's pending peak.
+func (p *Profiler) takeOwn(d *devState) {
+	if p.totalPending && len(p.order) == 1 && d.totalMark == d.ownMark {
+		// One device: its peak and the total's are the same moment.
+		p.takeTotal()
+		return
+	}
+	d.peak = p.reconstruct([]*devState{d}, []int{d.ownMark}, d.peakLiveEvent, d.peakLive, d.requestedAtPeak, d.reservedAtPeak)
+	d.ownMark = -1
+	d.trim()
+}
+
+// takeTotal reconstructs the state at the total's pending peak on every
+// device.
+func (p *Profiler) takeTotal() {
+	marks := make([]int, len(p.order))
+	for i, o := range p.order {
+		marks[i] = o.totalMark
+	}
+	c := &p.total
+	p.totalPeak = p.reconstruct(p.order, marks, c.peakLiveEvent, c.peakLive, c.requestedAtPeak, c.reservedAtPeak)
+	p.totalPending = false
+	for _, o := range p.order {
+		if len(p.order) == 1 && o.ownMark == o.totalMark && o.ownMark >= 0 {
+			o.peak, o.ownMark = p.totalPeak, -1
+		}
+		o.totalMark = -1
+		o.trim()
+	}
+}
+
+// trim drops the log entries no pending peak needs.
+func (d *devState) trim() {
+	keep := len(d.log)
+	if d.ownMark >= 0 {
+		keep = min(keep, d.ownMark)
+	}
+	if d.totalMark >= 0 {
+		keep = min(keep, d.totalMark)
+	}
+	if keep == 0 {
+		return
+	}
+	n := copy(d.log, d.log[keep:])
+	d.log = d.log[:n]
+	if d.ownMark >= 0 {
+		d.ownMark -= keep
+	}
+	if d.totalMark >= 0 {
+		d.totalMark -= keep
+	}
+}
+
+// OOM implements replay.Recorder.
+func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryError) {
+	d := p.dev(device)
+	if d == nil || err == nil {
+		return
+	}
+	p.settle(d, index)
+	if len(p.ooms) >= p.opts.MaxOOMs {
+		p.oomsDropped++
+		return
+	}
+	free, largest := d.a.FreeSummary()
+	o := OOMSnapshot{
+		Event: index, Device: device,
+		RequestedBytes: err.Requested, RoundedBytes: err.Rounded, AllocBytes: err.AllocSize,
+		LiveBytes: d.live, ReservedBytes: err.Reserved,
+		FreeBytes: free, LargestFreeBlockBytes: largest, ExternalFragmentation: fragmentation(free, largest),
+		DeviceFreeBytes: err.DeviceFree, DeviceTotalBytes: err.DeviceTotal,
+	}
+	d.noteFrag(o.ExternalFragmentation)
+	if len(p.order) == 1 {
+		p.total.noteFrag(o.ExternalFragmentation)
+	}
+	if p.oomCaptures < p.opts.OOMCaptures {
+		p.oomCaptures++
+		// The state now: nothing to undo.
+		o.Capture = p.reconstruct([]*devState{d}, []int{len(d.log)}, index, d.live, d.requested, err.Reserved)
+	}
+	p.ooms = append(p.ooms, o)
+}
+
+// Step implements replay.Recorder.
+func (p *Profiler) Step(index int64, e *trace.Event) {
+	if index >= p.events {
+		p.events = index + 1
+	}
+	p.cur = index + 1
+	if p.open != nil {
+		p.open.closeFree()
+	}
+	if p.anySync {
+		for _, d := range p.order {
+			if d.syncPending {
+				p.syncReserved(d)
+				d.syncPending = false
+			}
+		}
+		p.anySync = false
+	}
+	if index >= p.nextSample {
+		p.sample(index)
+	}
+}

@@ -1,0 +1,300 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+// Input is everything a report shows about one replay.
+type Input struct {
+	// Trace is the replayed trace's header (source, file, devices, notes).
+	Trace  trace.Header
+	Result *replay.Result
+	// Profile is the profiler's; nil when the replay ran without one (the
+	// reports then fall back on the allocator's statistics).
+	Profile *profiler.Profile
+	// Stacks resolves the profile's StackIDs (pprof needs the frames
+	// themselves); may be nil.
+	Stacks *trace.Stacks
+	// Top is how many sites to list; 0 means DefaultTop.
+	Top int
+}
+
+// DefaultTop is the number of sites listed when Input.Top is 0.
+const DefaultTop = 10
+
+func (in *Input) top() int {
+	if in.Top > 0 {
+		return in.Top
+	}
+	return DefaultTop
+}
+
+// figures returns the profile's total figures, or what the allocator's
+// statistics give without a profile.
+func figures(res *replay.Result, prof *profiler.Profile) profiler.Figures {
+	if prof != nil {
+		return prof.Total
+	}
+	var f profiler.Figures
+	// The statistics keep peaks, not when they happened.
+	f.PeakLiveEvent, f.PeakReservedEvent = unknownEvent, unknownEvent
+	if res == nil {
+		return f
+	}
+	for _, d := range res.Devices {
+		st := &d.Stats
+		f.PeakLiveBytes += uint64(max(st.AllocatedBytes[allocator.StatAll].Peak, 0))
+		f.PeakReservedBytes += uint64(max(st.ReservedBytes[allocator.StatAll].Peak, 0))
+		f.FinalLiveBytes += uint64(max(st.AllocatedBytes[allocator.StatAll].Current, 0))
+		f.FinalReservedBytes += uint64(max(st.ReservedBytes[allocator.StatAll].Current, 0))
+		f.AllocRetries += st.NumAllocRetries
+		f.OOMs += st.NumOOMs
+		f.DeviceMallocs += d.Counters.Get(sim.CallMalloc).Calls
+		f.DeviceFrees += d.Counters.Get(sim.CallFree).Calls
+		f.DeviceMaps += d.Counters.Get(sim.CallMap).Calls
+		f.DeviceUnmaps += d.Counters.Get(sim.CallUnmap).Calls
+		f.DeviceTimeNS += int64(d.Counters.Total.Time)
+	}
+	if f.PeakReservedBytes > 0 {
+		f.WasteRatio = 1 - float64(f.PeakLiveBytes)/float64(f.PeakReservedBytes)
+	}
+	return f
+}
+
+// unknownEvent marks a peak whose event is not known (no profile).
+const unknownEvent = math.MinInt64
+
+// summedStats flattens the devices' statistics: one device's as they are,
+// several summed key by key (see the package comment).
+func summedStats(res *replay.Result) map[string]int64 {
+	out := map[string]int64{}
+	if res == nil {
+		return out
+	}
+	for i := range res.Devices {
+		for k, v := range res.Devices[i].Stats.Map() {
+			if k == "max_split_size" {
+				if i == 0 {
+					out[k] = v
+				}
+				continue
+			}
+			out[k] += v
+		}
+	}
+	return out
+}
+
+// capacity returns the first device's capacity and its source.
+func capacity(res *replay.Result) (uint64, string) {
+	if res == nil || len(res.Devices) == 0 {
+		return 0, ""
+	}
+	return res.Devices[0].Capacity, res.Devices[0].CapacitySource
+}
+
+// topSites returns the first n sites ordered by less.
+func topSites(prof *profiler.Profile, n int, keep func(*profiler.Site) bool, less func(a, b *profiler.Site) bool) []profiler.Site {
+	if prof == nil {
+		return nil
+	}
+	var out []profiler.Site
+	for i := range prof.Sites {
+		if keep(&prof.Sites[i]) {
+			out = append(out, prof.Sites[i])
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return less(&out[i], &out[j]) })
+	if len(out) > n {
+		out = out[:n]
+	}
+	return out
+}
+
+// sitesByLive: live bytes at the peak, then bytes allocated over the run.
+func sitesByLive(prof *profiler.Profile, n int) []profiler.Site {
+	return topSites(prof, n, func(s *profiler.Site) bool { return s.LiveBytesAtPeak > 0 || s.AllocBytes > 0 },
+		func(a, b *profiler.Site) bool {
+			if a.LiveBytesAtPeak != b.LiveBytesAtPeak {
+				return a.LiveBytesAtPeak > b.LiveBytesAtPeak
+			}
+			if a.AllocBytes != b.AllocBytes {
+				return a.AllocBytes > b.AllocBytes
+			}
+			return a.Stack < b.Stack
+		})
+}
+
+// sitesByStranded: the sites whose live blocks pinned the most free bytes
+// at the peak.
+func sitesByStranded(prof *profiler.Profile, n int) []profiler.Site {
+	return topSites(prof, n, func(s *profiler.Site) bool { return s.StrandedBytesAtPeak > 0 },
+		func(a, b *profiler.Site) bool {
+			if a.StrandedBytesAtPeak != b.StrandedBytesAtPeak {
+				return a.StrandedBytesAtPeak > b.StrandedBytesAtPeak
+			}
+			return a.Stack < b.Stack
+		})
+}
+
+// firstOOM is the event of the replay's first OOM, -1 without one.
+func firstOOM(res *replay.Result) int64 {
+	if res == nil || len(res.OOMs) == 0 {
+		return -1
+	}
+	return res.OOMs[0].Index
+}
+
+// oomSnapshot finds the profile's snapshot of an OOM.
+func oomSnapshot(prof *profiler.Profile, o replay.OOM) *profiler.OOMSnapshot {
+	if prof == nil {
+		return nil
+	}
+	for i := range prof.OOMs {
+		if s := &prof.OOMs[i]; s.Event == o.Index && s.Device == o.Device {
+			return s
+		}
+	}
+	return nil
+}
+
+// notes collects the remarks a reader should see besides the figures.
+func notes(in *Input) []string {
+	var out []string
+	res := in.Result
+	if res != nil {
+		if r := res.Reconstructed; r != nil {
+			if len(r.Notes) > 0 {
+				// The reconstruction describes itself.
+				out = append(out, r.Notes...)
+			} else {
+				s := fmt.Sprintf("initial state reconstructed: %d segments (%s), %d live blocks (%s)",
+					r.Segments, allocator.FormatSize(r.SegmentBytes), r.LiveBlocks, allocator.FormatSize(r.LiveBytes))
+				if r.InferredSizes > 0 {
+					s += fmt.Sprintf("; %d block sizes inferred from requested sizes", r.InferredSizes)
+				}
+				if r.Unresolved > 0 {
+					s += fmt.Sprintf("; %d frees outside any known segment skipped", r.Unresolved)
+				}
+				out = append(out, s)
+			}
+		}
+		if res.Stopped {
+			out = append(out, fmt.Sprintf("the replay stopped at event %d (out of memory; --oom %s)", res.StoppedAt, replay.OOMStop))
+		}
+		if res.Skipped > 0 {
+			out = append(out, fmt.Sprintf("%d events skipped", res.Skipped))
+			out = append(out, res.Problems...)
+		}
+		for _, d := range res.Devices {
+			if d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" {
+				out = append(out, fmt.Sprintf("device %d capacity %s: %s", d.Index, allocator.FormatSize(d.Capacity), d.CapacitySource))
+			}
+		}
+	}
+	if p := in.Profile; p != nil && p.OOMsDropped > 0 {
+		out = append(out, fmt.Sprintf("%d OOMs beyond the first %d not profiled", p.OOMsDropped, len(p.OOMs)))
+	}
+	out = append(out, in.Trace.Notes...)
+	// The header and the reconstruction may say the same thing.
+	seen := map[string]bool{}
+	uniq := out[:0]
+	for _, n := range out {
+		if !seen[n] {
+			seen[n] = true
+			uniq = append(uniq, n)
+		}
+	}
+	return uniq
+}
+
+// siteNames returns the short names of the sites for narrow tables
+// (profiler.ShortFrame of the site's frame when the stacks are at hand,
+// else the site's label), with the stack ID added where two would read
+// the same.
+func siteNames(in *Input, sites []profiler.Site) []string {
+	names := make([]string, len(sites))
+	count := map[string]int{}
+	for i, s := range sites {
+		names[i] = s.Label
+		if in.Stacks != nil {
+			if f, ok := profiler.SiteFrame(in.Stacks.Frames(s.Stack)); ok {
+				names[i] = profiler.ShortFrame(f)
+			}
+		}
+		count[names[i]]++
+	}
+	for i, s := range sites {
+		if count[names[i]] > 1 {
+			names[i] += fmt.Sprintf(" [stack %d]", s.Stack)
+		}
+	}
+	return names
+}
+
+// Formatting helpers shared by the renderers.
+
+func size(n uint64) string { return allocator.FormatSize(n) }
+
+func percent(f float64) string { return strconv.FormatFloat(100*f, 'f', 1, 64) + "%" }
+
+func event(i int64) string {
+	if i < 0 {
+		return "initial state"
+	}
+	return "event " + strconv.FormatInt(i, 10)
+}
+
+func sizeAt(n uint64, i int64) string {
+	if n == 0 || i == unknownEvent {
+		return size(n)
+	}
+	return size(n) + " (" + event(i) + ")"
+}
+
+func configString(res *replay.Result) string {
+	if res == nil {
+		return ""
+	}
+	return res.Config.String()
+}
+
+func configLabel(res *replay.Result) string {
+	s := configString(res)
+	if s == "" {
+		s = "defaults"
+	}
+	if res != nil && res.ConfigSource != "" {
+		s += " (" + res.ConfigSource + ")"
+	}
+	return s
+}
+
+func duration(ns int64) string { return time.Duration(ns).String() }
+
+func deviceCalls(f *profiler.Figures) string {
+	return fmt.Sprintf("cudaMalloc %d, cudaFree %d, cuMemMap %d, cuMemUnmap %d",
+		f.DeviceMallocs, f.DeviceFrees, f.DeviceMaps, f.DeviceUnmaps)
+}
+
+func traceLabel(h trace.Header) string {
+	var parts []string
+	if h.SourceFile != "" {
+		parts = append(parts, h.SourceFile)
+	}
+	if h.Source != "" {
+		parts = append(parts, "("+h.Source+")")
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,290 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/memreplay/memreplay/profiler"
+	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+// The JSON shapes. They are structs rather than maps so that the keys come
+// out in a fixed, readable order.
+
+type jsonReport struct {
+	Source         string              `json:"source"`
+	File           string              `json:"file"`
+	Events         int64               `json:"events"`
+	Config         string              `json:"config"`
+	ConfigSource   string              `json:"config_source"`
+	Capacity       uint64              `json:"capacity"`
+	CapacitySource string              `json:"capacity_source"`
+	Stopped        bool                `json:"stopped"`
+	StoppedAt      *int64              `json:"stopped_at"`
+	Skipped        int64               `json:"skipped"`
+	Stats          map[string]int64    `json:"stats"`
+	Fragmentation  jsonFragmentation   `json:"fragmentation"`
+	DeviceCalls    jsonCalls           `json:"device_calls"`
+	Check          *jsonCheck          `json:"check,omitempty"`
+	OOMs           []jsonOOM           `json:"ooms"`
+	Reconstructed  *jsonReconstruction `json:"reconstructed"`
+	TopSites       []jsonSite          `json:"top_sites"`
+	TopStranding   []jsonSite          `json:"top_stranding_sites"`
+	Devices        []jsonDevice        `json:"devices"`
+	SampleEvery    int64               `json:"sample_every"`
+	Timeline       []profiler.Sample   `json:"timeline"`
+	Notes          []string            `json:"notes"`
+}
+
+type jsonFragmentation struct {
+	PeakLiveBytes uint64 `json:"peak_live_bytes"`
+	// The events are -1 for the restored initial state, null when unknown
+	// (a replay without the profiler).
+	PeakLiveEvent               *int64  `json:"peak_live_event"`
+	PeakReservedBytes           uint64  `json:"peak_reserved_bytes"`
+	PeakReservedEvent           *int64  `json:"peak_reserved_event"`
+	WasteRatio                  float64 `json:"waste_ratio"`
+	LargestFreeBlockBytesAtPeak uint64  `json:"largest_free_block_bytes_at_peak"`
+	FreeBytesAtPeak             uint64  `json:"free_bytes_at_peak"`
+	ReservedBytesAtPeak         uint64  `json:"reserved_bytes_at_peak"`
+	StrandedBytesAtPeak         uint64  `json:"stranded_bytes_at_peak"`
+	InternalWasteBytesAtPeak    uint64  `json:"internal_waste_bytes_at_peak"`
+	ExternalFragmentationAtPeak float64 `json:"external_fragmentation_at_peak"`
+	MaxInternalWasteBytes       uint64  `json:"max_internal_waste_bytes"`
+	MaxExternalFragmentation    float64 `json:"max_external_fragmentation"`
+}
+
+type jsonCalls struct {
+	Mallocs      uint64 `json:"cuda_malloc"`
+	Frees        uint64 `json:"cuda_free"`
+	Maps         uint64 `json:"cu_mem_map"`
+	Unmaps       uint64 `json:"cu_mem_unmap"`
+	AllocRetries int64  `json:"alloc_retries"`
+	OOMs         int64  `json:"ooms"`
+	TimeNS       int64  `json:"modelled_time_ns"`
+}
+
+type jsonCheck struct {
+	DecisionsExpected  int64           `json:"decisions_expected"`
+	DecisionsMatched   int64           `json:"decisions_matched"`
+	Passed             bool            `json:"passed"`
+	FirstDivergence    *jsonDivergence `json:"first_divergence"`
+	FinalSegmentsMatch *bool           `json:"final_segments_match"`
+	FinalDifference    string          `json:"final_difference,omitempty"`
+}
+
+type jsonDivergence struct {
+	Event    int64  `json:"event"`
+	Device   int32  `json:"device"`
+	Expected string `json:"expected"`
+	Actual   string `json:"actual"`
+}
+
+type jsonOOM struct {
+	Event    int64  `json:"event"`
+	Device   int32  `json:"device"`
+	Size     uint64 `json:"size"`
+	Recorded bool   `json:"recorded"`
+	Message  string `json:"message"`
+	// From the profiler, when it saw the OOM.
+	State *profiler.OOMSnapshot `json:"state,omitempty"`
+}
+
+type jsonReconstruction struct {
+	Segments      int      `json:"segments"`
+	SegmentBytes  uint64   `json:"segment_bytes"`
+	LiveBlocks    int      `json:"live_blocks"`
+	LiveBytes     uint64   `json:"live_bytes"`
+	Unresolved    int      `json:"unresolved"`
+	InferredSizes int      `json:"inferred_sizes"`
+	Notes         []string `json:"notes"`
+}
+
+type jsonSite struct {
+	Stack               uint32   `json:"stack"`
+	Label               string   `json:"label"`
+	Frames              []string `json:"frames"`
+	LiveBytesAtPeak     uint64   `json:"live_bytes_at_peak"`
+	StrandedBytesAtPeak uint64   `json:"stranded_bytes_at_peak"`
+	BlocksAtPeak        int      `json:"blocks_at_peak"`
+	AllocCount          uint64   `json:"alloc_count"`
+	AllocBytes          uint64   `json:"alloc_bytes"`
+	MaxLiveBytes        uint64   `json:"max_live_bytes"`
+}
+
+type jsonDevice struct {
+	Index          int32                    `json:"index"`
+	Capacity       uint64                   `json:"capacity"`
+	CapacitySource string                   `json:"capacity_source"`
+	Stats          map[string]int64         `json:"stats"`
+	Fragmentation  *jsonFragmentation       `json:"fragmentation"`
+	Calls          map[string]jsonCallCount `json:"calls"`
+	Peak           *profiler.Capture        `json:"peak"`
+}
+
+type jsonCallCount struct {
+	Calls    uint64 `json:"calls"`
+	Failures uint64 `json:"failures"`
+	TimeNS   int64  `json:"time_ns"`
+}
+
+func fragmentationJSON(f *profiler.Figures) jsonFragmentation {
+	return jsonFragmentation{
+		PeakLiveBytes: f.PeakLiveBytes, PeakLiveEvent: eventPtr(f.PeakLiveEvent),
+		PeakReservedBytes: f.PeakReservedBytes, PeakReservedEvent: eventPtr(f.PeakReservedEvent),
+		WasteRatio:                  f.WasteRatio,
+		LargestFreeBlockBytesAtPeak: f.LargestFreeBlockBytesAtPeak,
+		FreeBytesAtPeak:             f.FreeBytesAtPeak,
+		ReservedBytesAtPeak:         f.ReservedBytesAtPeak,
+		StrandedBytesAtPeak:         f.StrandedBytesAtPeak,
+		InternalWasteBytesAtPeak:    f.InternalWasteBytesAtPeak,
+		ExternalFragmentationAtPeak: f.ExternalFragmentationAtPeak,
+		MaxInternalWasteBytes:       f.MaxInternalWasteBytes,
+		MaxExternalFragmentation:    f.MaxExternalFragmentation,
+	}
+}
+
+func eventPtr(i int64) *int64 {
+	if i == unknownEvent {
+		return nil
+	}
+	return &i
+}
+
+func sitesJSON(sites []profiler.Site) []jsonSite {
+	out := make([]jsonSite, 0, len(sites))
+	for _, s := range sites {
+		frames := s.Frames
+		if frames == nil {
+			frames = []string{}
+		}
+		out = append(out, jsonSite{Stack: uint32(s.Stack), Label: s.Label, Frames: frames,
+			LiveBytesAtPeak: s.LiveBytesAtPeak, StrandedBytesAtPeak: s.StrandedBytesAtPeak, BlocksAtPeak: s.BlocksAtPeak,
+			AllocCount: s.AllocCount, AllocBytes: s.AllocBytes, MaxLiveBytes: s.MaxLiveBytes})
+	}
+	return out
+}
+
+func checkJSON(c *replay.CheckResult) *jsonCheck {
+	if c == nil {
+		return nil
+	}
+	out := &jsonCheck{DecisionsExpected: c.DecisionsExpected, DecisionsMatched: c.DecisionsMatched,
+		Passed: c.Passed(), FinalSegmentsMatch: c.FinalSegmentsMatch, FinalDifference: c.FinalDifference}
+	if d := c.FirstDivergence; d != nil {
+		out.FirstDivergence = &jsonDivergence{Event: d.Index, Device: d.Device, Expected: d.Expected, Actual: d.Actual}
+	}
+	return out
+}
+
+func buildJSON(in *Input) *jsonReport {
+	res, prof := in.Result, in.Profile
+	r := &jsonReport{Source: in.Trace.Source, File: in.Trace.SourceFile, Stats: summedStats(res),
+		OOMs: []jsonOOM{}, Notes: notes(in), Timeline: []profiler.Sample{}}
+	if r.Notes == nil {
+		r.Notes = []string{}
+	}
+	f := figures(res, prof)
+	if prof != nil {
+		r.SampleEvery = prof.SampleEvery
+		if prof.Timeline != nil {
+			r.Timeline = prof.Timeline
+		}
+	}
+	r.Fragmentation = fragmentationJSON(&f)
+	r.DeviceCalls = jsonCalls{Mallocs: f.DeviceMallocs, Frees: f.DeviceFrees, Maps: f.DeviceMaps, Unmaps: f.DeviceUnmaps,
+		AllocRetries: f.AllocRetries, OOMs: f.OOMs, TimeNS: f.DeviceTimeNS}
+	r.TopSites = sitesJSON(sitesByLive(prof, in.top()))
+	r.TopStranding = sitesJSON(sitesByStranded(prof, in.top()))
+	r.Devices = []jsonDevice{}
+	if res != nil {
+		r.Events = res.Events
+		r.Config, r.ConfigSource = res.Config.String(), res.ConfigSource
+		r.Capacity, r.CapacitySource = capacity(res)
+		r.Stopped, r.Skipped = res.Stopped, res.Skipped
+		if res.Stopped {
+			at := res.StoppedAt
+			r.StoppedAt = &at
+		}
+		r.Check = checkJSON(res.Check)
+		for _, o := range res.OOMs {
+			r.OOMs = append(r.OOMs, jsonOOM{Event: o.Index, Device: o.Device, Size: o.Size, Recorded: o.Recorded,
+				Message: o.Message, State: trimOOM(oomSnapshot(prof, o), in.top())})
+		}
+		if rc := res.Reconstructed; rc != nil {
+			notes := rc.Notes
+			if notes == nil {
+				notes = []string{}
+			}
+			r.Reconstructed = &jsonReconstruction{Segments: rc.Segments, SegmentBytes: rc.SegmentBytes,
+				LiveBlocks: rc.LiveBlocks, LiveBytes: rc.LiveBytes, Unresolved: rc.Unresolved,
+				InferredSizes: rc.InferredSizes, Notes: notes}
+		}
+		for i := range res.Devices {
+			d := &res.Devices[i]
+			jd := jsonDevice{Index: d.Index, Capacity: d.Capacity, CapacitySource: d.CapacitySource,
+				Stats: d.Stats.Map(), Calls: callsJSON(d.Counters)}
+			if dp := deviceProfile(prof, d.Index); dp != nil {
+				fr := fragmentationJSON(&dp.Figures)
+				jd.Fragmentation, jd.Peak = &fr, trimCapture(dp.Peak, in.top())
+			}
+			r.Devices = append(r.Devices, jd)
+		}
+	} else if prof != nil {
+		r.Events = prof.Events
+	}
+	return r
+}
+
+// trimCapture returns c with only its first n sites (they are sorted
+// largest first), so that the JSON stays readable on traces with thousands
+// of stacks; pprof output has them all.
+func trimCapture(c *profiler.Capture, n int) *profiler.Capture {
+	if c == nil || len(c.Sites) <= n {
+		return c
+	}
+	cc := *c
+	cc.Sites = cc.Sites[:n]
+	return &cc
+}
+
+func trimOOM(o *profiler.OOMSnapshot, n int) *profiler.OOMSnapshot {
+	if o == nil {
+		return nil
+	}
+	oo := *o
+	oo.Capture = trimCapture(o.Capture, n)
+	return &oo
+}
+
+func callsJSON(c sim.Counters) map[string]jsonCallCount {
+	out := map[string]jsonCallCount{}
+	for _, call := range sim.Calls() {
+		if n := c.Get(call); n.Calls > 0 {
+			out[string(call)] = jsonCallCount{Calls: n.Calls, Failures: n.Failures, TimeNS: int64(n.Time / time.Nanosecond)}
+		}
+	}
+	return out
+}
+
+func deviceProfile(prof *profiler.Profile, index int32) *profiler.DeviceProfile {
+	if prof == nil {
+		return nil
+	}
+	for i := range prof.Devices {
+		if prof.Devices[i].Index == index {
+			return &prof.Devices[i]
+		}
+	}
+	return nil
+}
+
+// WriteJSON writes the replay as one indented JSON object (see the package
+// comment for its keys).
+func WriteJSON(w io.Writer, in *Input) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(buildJSON(in))
+}

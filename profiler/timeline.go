@@ -1,0 +1,68 @@
+package profiler
+
+// sample appends the timeline point for the interval ending at event index
+// and, when the timeline is full, halves it.
+func (p *Profiler) sample(index int64) {
+	s := Sample{Event: index, LiveBytes: p.total.live, ReservedBytes: p.total.reserved,
+		RequestedBytes: p.total.requested, MaxLiveBytes: max(p.total.winLive, p.total.live),
+		MaxReservedBytes: max(p.total.winReserved, p.total.reserved)}
+	multi := len(p.order) > 1
+	if multi {
+		s.Devices = make([]DeviceSample, 0, len(p.order))
+	}
+	for _, d := range p.order {
+		free, largest := d.a.FreeSummary()
+		s.FreeBytes += free
+		s.LargestFreeBlock = max(s.LargestFreeBlock, largest)
+		if multi {
+			s.Devices = append(s.Devices, DeviceSample{Index: d.index, LiveBytes: d.live, ReservedBytes: d.reserved,
+				MaxLiveBytes: max(d.winLive, d.live), MaxReservedBytes: max(d.winReserved, d.reserved),
+				FreeBytes: free, LargestFreeBlock: largest})
+		}
+		d.noteFrag(fragmentation(free, largest))
+		d.winLive, d.winReserved = d.live, d.reserved
+	}
+	s.ExternalFragmentation = fragmentation(s.FreeBytes, s.LargestFreeBlock)
+	p.total.noteFrag(s.ExternalFragmentation)
+	p.total.winLive, p.total.winReserved = p.total.live, p.total.reserved
+	p.timeline = append(p.timeline, s)
+	if len(p.timeline) >= p.opts.MaxSamples {
+		p.thin()
+	}
+	// Intervals are aligned to multiples of every, so that merged pairs
+	// cover adjacent intervals.
+	p.nextSample = ((index+1)/p.every)*p.every + p.every - 1
+}
+
+// thin merges neighbouring samples pairwise and doubles the interval. A
+// merged sample keeps the later one's instantaneous values and the larger
+// maxima.
+func (p *Profiler) thin() {
+	t := p.timeline
+	n := 0
+	for i := 0; i < len(t); i += 2 {
+		if i+1 == len(t) {
+			t[n] = t[i]
+		} else {
+			t[n] = merge(t[i], t[i+1])
+		}
+		n++
+	}
+	clear(t[n:])
+	p.timeline = t[:n]
+	p.every *= 2
+}
+
+func merge(a, b Sample) Sample {
+	b.MaxLiveBytes = max(a.MaxLiveBytes, b.MaxLiveBytes)
+	b.MaxReservedBytes = max(a.MaxReservedBytes, b.MaxReservedBytes)
+	for i := range b.Devices {
+		for _, ad := range a.Devices {
+			if ad.Index == b.Devices[i].Index {
+				b.Devices[i].MaxLiveBytes = max(ad.MaxLiveBytes, b.Devices[i].MaxLiveBytes)
+				b.Devices[i].MaxReservedBytes = max(ad.MaxReservedBytes, b.Devices[i].MaxReservedBytes)
+			}
+		}
+	}
+	return b
+}
