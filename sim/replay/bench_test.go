@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"testing"
 
+	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 )
@@ -104,9 +105,18 @@ func benchReplay(b *testing.B, n int, profile bool) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		res, err := replay.Run(r, replay.Options{})
+		opts := replay.Options{}
+		var prof *profiler.Profiler
+		if profile {
+			prof = profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: int64(n)})
+			opts.Recorder = prof
+		}
+		res, err := replay.Run(r, opts)
 		if err != nil {
 			b.Fatal(err)
+		}
+		if prof != nil {
+			prof.Finish()
 		}
 		events += res.Events
 		var ms runtime.MemStats
@@ -118,12 +128,14 @@ func benchReplay(b *testing.B, n int, profile bool) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 	b.ReportMetric(float64(heap)/(1<<20), "heap-MiB")
 	b.ReportMetric(float64(st.Size())/float64(n), "file-bytes/event")
-	_ = profile
 }
 
 // BenchmarkReplay1M and BenchmarkReplay10M stream a native trace of 1 and
 // 10 million events through the replay on the simulated device (issue
 // target: 5 million events/s on the 2-core dev machine, memory bounded by
-// live blocks). bench/replay.sh runs them.
-func BenchmarkReplay1M(b *testing.B)  { benchReplay(b, 1_000_000, false) }
-func BenchmarkReplay10M(b *testing.B) { benchReplay(b, 10_000_000, false) }
+// live blocks); the Profiled variants attach the profiler, as `memreplay
+// replay` does. bench/replay.sh runs them.
+func BenchmarkReplay1M(b *testing.B)          { benchReplay(b, 1_000_000, false) }
+func BenchmarkReplay10M(b *testing.B)         { benchReplay(b, 10_000_000, false) }
+func BenchmarkReplay1MProfiled(b *testing.B)  { benchReplay(b, 1_000_000, true) }
+func BenchmarkReplay10MProfiled(b *testing.B) { benchReplay(b, 10_000_000, true) }
