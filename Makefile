@@ -28,7 +28,8 @@ vet:
 race:
 	$(GO) test -race -count=1 ./...
 
-# Coverage-guided fuzzing of the allocator and the settings parser.
+# Coverage-guided fuzzing of the allocator, the settings parser, the trace
+# importers and the replay.
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -36,6 +37,7 @@ fuzz:
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzPyTorch -fuzztime $(FUZZTIME)
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzNative -fuzztime $(FUZZTIME)
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzRMM -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/replay -run '^$$' -fuzz FuzzReplay -fuzztime $(FUZZTIME)
 
 # The allocator's hot-path benchmarks (figures in docs/allocator.md) and the
 # replay's throughput (docs/replay.md).
