@@ -1,9 +1,10 @@
 # memreplay: build, test, benchmark. `make test` is what CI runs (.ci/run).
+# `make figures` regenerates the docs' SVG figures (needs Chromium).
 
 GO ?= go
 FUZZTIME ?= 5m
 
-.PHONY: all build demo test fmt-check vet race fuzz bench
+.PHONY: all build demo test fmt-check vet race fuzz bench figures
 
 all: build
 
@@ -44,3 +45,18 @@ fuzz:
 bench:
 	bash bench/allocator.sh
 	bash bench/replay.sh
+
+# The docs' figures (docs/report.md): `memreplay report` on the real
+# PyTorch trace in traces/ and on a generated trial (when present), each
+# chart of the HTML page rendered in headless Chromium and saved as SVG,
+# so the docs show exactly what the page draws.
+FIGURE_TRACE ?= traces/pytorch/cs336_silmont2000_memory_forward_fp32_128.pickle
+TRIAL_TRACE ?= traces/trial/bert-base_b16_s128_fp16.mrt
+figures:
+	@tmp=$$(mktemp -d) && \
+	$(GO) run ./cmd/memreplay report $(FIGURE_TRACE) --alloc-conf expandable_segments:True \
+		--progress=false -o $$tmp/pytorch.html --svg docs/img/pytorch && \
+	if [ -f $(TRIAL_TRACE) ]; then \
+		$(GO) run ./cmd/memreplay report $(TRIAL_TRACE) --alloc-conf expandable_segments:True \
+			--progress=false -o $$tmp/trial.html --svg docs/img/trial; \
+	fi; status=$$?; rm -rf $$tmp; exit $$status

@@ -24,6 +24,10 @@ import (
 // state itself (so the work is O(1) per event amortized), by taking the
 // allocator's snapshot and undoing the log backwards.
 //
+// The capture keeps the walk itself too (Capture.Layout: each segment or
+// mapped run with its active blocks), so that a report can draw the
+// segment map the figures were computed from.
+//
 // Free blocks are then the gaps between active (allocated or pending)
 // blocks inside segments and mapped runs: the allocator merges a free block
 // with free neighbours, so each gap is one free block, as FreeSummary
@@ -39,6 +43,7 @@ import (
 // span is a segment, or a mapped run of an expandable segment.
 type span struct {
 	addr, size, stream uint64
+	expandable         bool
 }
 
 func (s span) end() uint64 { return s.addr + s.size }
@@ -109,7 +114,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 	active := map[uint64]activeBlock{}
 	for i := range snap.Segments {
 		si := &snap.Segments[i]
-		sp := span{addr: si.Address, size: si.TotalSize, stream: uint64(si.Stream)}
+		sp := span{addr: si.Address, size: si.TotalSize, stream: uint64(si.Stream), expandable: si.IsExpandable}
 		if si.IsExpandable {
 			runs = append(runs, sp)
 		} else {
@@ -142,7 +147,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		case logMap:
 			runs = unmapRange(runs, e.addr, e.addr+e.size)
 		case logUnmap:
-			runs = mapRange(runs, span{addr: e.addr, size: e.size, stream: e.stream})
+			runs = mapRange(runs, span{addr: e.addr, size: e.size, stream: e.stream, expandable: true})
 		}
 	}
 	all := runs
@@ -170,10 +175,13 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		c.Segments++
 		var allocated uint64
 		blocks = blocks[:0]
+		lay := SegmentLayout{Device: d.index, Stream: sp.stream, Address: sp.addr, Size: sp.size,
+			Expandable: sp.expandable, Blocks: []BlockLayout{}}
 		pos := sp.addr
 		for ; k < len(addrs) && addrs[k] < sp.end(); k++ {
 			a := addrs[k]
 			b := active[a]
+			lay.Blocks = append(lay.Blocks, BlockLayout{Offset: a - sp.addr, Size: b.size, Allocated: b.allocated, Stack: b.stack})
 			if a > pos {
 				gap := a - pos
 				c.FreeBytes += gap
@@ -190,6 +198,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 			c.FreeBytes += gap
 			c.LargestFreeBlockBytes = max(c.LargestFreeBlockBytes, gap)
 		}
+		c.Layout = append(c.Layout, lay)
 		if allocated == 0 {
 			continue
 		}
@@ -229,10 +238,10 @@ func unmapRange(runs []span, lo, hi uint64) []span {
 			continue
 		}
 		if r.addr < lo {
-			out = append(out, span{addr: r.addr, size: lo - r.addr, stream: r.stream})
+			out = append(out, span{addr: r.addr, size: lo - r.addr, stream: r.stream, expandable: true})
 		}
 		if r.end() > hi {
-			out = append(out, span{addr: hi, size: r.end() - hi, stream: r.stream})
+			out = append(out, span{addr: hi, size: r.end() - hi, stream: r.stream, expandable: true})
 		}
 	}
 	return out
@@ -250,7 +259,7 @@ func mapRange(runs []span, s span) []span {
 		lo, hi = min(lo, r.addr), max(hi, r.end())
 		s.stream = r.stream
 	}
-	out = append(out, span{addr: lo, size: hi - lo, stream: s.stream})
+	out = append(out, span{addr: lo, size: hi - lo, stream: s.stream, expandable: true})
 	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
 	return out
 }

@@ -71,6 +71,20 @@
 // free neighbours, so each gap is one free block, as FreeSummary counts
 // them (checked by TestReconstructMatchesEager).
 //
+// A capture also keeps the walk itself (Capture.Layout): each segment or
+// mapped run with its active blocks, their offsets, sizes and sites, from
+// which the HTML report draws its segment map.
+//
+// # Retries and time
+//
+// The allocator retries a device allocation only after releasing its
+// whole cache, and a retry that releases nothing fails with an OOM; so
+// the profiler reads num_alloc_retries after the events that released a
+// segment or failed, and dates each retry (Profile.Retries) without
+// reading the statistics at every event. Timeline samples carry the
+// recorded time of their last event (Sample.TimeUS) when the trace has
+// times.
+//
 // # Attribution to allocation sites
 //
 // A site is a recorded stack (trace.StackID); 0 means no stack. Each live

@@ -21,6 +21,10 @@ func (p *Profiler) Finish() *Profile {
 		}
 	}
 	p.anySync = false
+	if p.retryCheck {
+		// The replay stopped at the event (no Step after it).
+		p.readRetries(p.events - 1)
+	}
 	if p.open != nil {
 		p.open.closeFree()
 	}
@@ -37,12 +41,17 @@ func (p *Profiler) Finish() *Profile {
 	}
 
 	prof := &Profile{
-		Events:      p.events,
-		Peak:        p.totalPeak,
-		SampleEvery: p.every,
-		Timeline:    slices.Clone(p.timeline),
-		OOMs:        slices.Clone(p.ooms),
-		OOMsDropped: p.oomsDropped,
+		Events:         p.events,
+		Peak:           p.totalPeak,
+		SampleEvery:    p.every,
+		Timeline:       slices.Clone(p.timeline),
+		OOMs:           slices.Clone(p.ooms),
+		OOMsDropped:    p.oomsDropped,
+		Retries:        slices.Clone(p.retries),
+		RetriesDropped: p.retriesDropped,
+	}
+	if prof.Retries == nil {
+		prof.Retries = []Retry{}
 	}
 	prof.Total = figures(&p.total, p.totalPeak)
 	for _, d := range p.devs {

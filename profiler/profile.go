@@ -28,6 +28,19 @@ type Profile struct {
 	// Sites lists every site that allocated, sorted by bytes held at the
 	// peak (live plus stranded), then by bytes allocated over the run.
 	Sites []Site `json:"sites"`
+	// Retries are the events where the allocator freed its cache and
+	// retried a device allocation (num_alloc_retries went up), at most
+	// Options.MaxOOMs of them; RetriesDropped counts the rest.
+	Retries        []Retry `json:"retries"`
+	RetriesDropped int64   `json:"retries_dropped"`
+}
+
+// Retry is one event at which a device's allocator retried.
+type Retry struct {
+	Event  int64 `json:"event"`
+	Device int32 `json:"device"`
+	// Count is how many retries the event made (one per failed malloc).
+	Count int64 `json:"count"`
 }
 
 // Figures are the headline numbers of one device or of all of them.
@@ -101,6 +114,35 @@ type Capture struct {
 	// Sites lists live and stranded bytes per (device, stream, site),
 	// largest first.
 	Sites []SiteBytes `json:"sites"`
+	// Layout is the state itself, for a segment map: every segment
+	// (mapped run) by device and address with its active blocks. The
+	// reports' JSON leaves it out (it has one entry per live block); the
+	// HTML report draws it.
+	Layout []SegmentLayout `json:"layout,omitempty"`
+}
+
+// SegmentLayout is one segment, or one mapped run of an expandable
+// segment, at a capture. Its free blocks are the gaps between Blocks (the
+// allocator merges free neighbours, so each gap is one free block).
+type SegmentLayout struct {
+	Device     int32  `json:"device"`
+	Stream     uint64 `json:"stream"`
+	Address    uint64 `json:"address"`
+	Size       uint64 `json:"size"`
+	Expandable bool   `json:"expandable,omitempty"`
+	// Blocks are the active blocks, by address.
+	Blocks []BlockLayout `json:"blocks"`
+}
+
+// BlockLayout is one active block of a SegmentLayout.
+type BlockLayout struct {
+	// Offset is the block's address minus the segment's.
+	Offset uint64 `json:"offset"`
+	Size   uint64 `json:"size"`
+	// Allocated is false for a block freed by the program but waiting for
+	// record-stream events (active, not live).
+	Allocated bool          `json:"allocated"`
+	Stack     trace.StackID `json:"stack"`
 }
 
 // SiteBytes is one site's share of a capture on one device and stream.
@@ -135,7 +177,11 @@ type Site struct {
 type Sample struct {
 	// Event is the last event of the sample's interval; the instantaneous
 	// values are those after it, the Max values over the interval.
-	Event                 int64   `json:"event"`
+	Event int64 `json:"event"`
+	// TimeUS is the recorded time of that event (microseconds since the
+	// epoch; the latest recorded time when it has none), 0 when the trace
+	// records no times.
+	TimeUS                int64   `json:"time_us,omitempty"`
 	LiveBytes             uint64  `json:"live_bytes"`
 	ReservedBytes         uint64  `json:"reserved_bytes"`
 	RequestedBytes        uint64  `json:"requested_bytes"`

@@ -10,8 +10,8 @@ import (
 type Options struct {
 	// MaxSamples caps the timeline (default 1000; at least 2).
 	MaxSamples int
-	// MaxOOMs caps the OOM snapshots kept (default 1000); the rest are
-	// counted.
+	// MaxOOMs caps the OOM snapshots kept (default 1000), and the retry
+	// events; the rest are counted.
 	MaxOOMs int
 	// OOMCaptures is how many OOMs also get a full capture with sites
 	// (default 8; negative: none).
@@ -54,8 +54,15 @@ type Profiler struct {
 
 	ooms        []OOMSnapshot
 	oomsDropped int64
-	oomCaptures int
-	ncap        int // reconstructions made (tests)
+	// lastTime is the latest recorded event time (Sample.TimeUS).
+	lastTime int64
+	// retryCheck: some device released segments or failed a malloc in
+	// this event, so its retry count may have changed (see Step).
+	retryCheck     bool
+	retries        []Retry
+	retriesDropped int64
+	oomCaptures    int
+	ncap           int // reconstructions made (tests)
 }
 
 // counters are the incremental figures of one device or of the total.
@@ -182,6 +189,11 @@ type devState struct {
 	lastFree     struct{ addr, size uint64 }
 	lastFreeOpen bool
 	pendingFree  map[uint64]uint64
+
+	// retries is the allocator's num_alloc_retries when last read;
+	// retryCheck asks Step to read it again.
+	retries    int64
+	retryCheck bool
 }
 
 func (d *devState) logging() bool { return d.ownMark >= 0 || d.totalMark >= 0 }
@@ -262,6 +274,7 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc *sim.Proces
 		// then was empty, and everything from now on is to be undone.
 		d.totalMark = 0
 	}
+	d.retries = a.Stats().NumAllocRetries
 	p.devs[device] = d
 	p.order = append(p.order, d)
 	a.AddObserver(d.observe)
@@ -306,6 +319,9 @@ func (d *devState) observe(e allocator.TraceEntry) {
 		}
 		d.append(logEntry{kind: k, addr: e.Addr, size: e.Size, stream: uint64(e.Stream)})
 	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
+		// A retry follows the release of the whole cache; the count is
+		// read after the event (the observer may not call the allocator).
+		d.retryCheck, p.retryCheck = true, true
 		d.closeFree()
 		d.reserved = sub(d.reserved, e.Size)
 		p.total.reserved = sub(p.total.reserved, e.Size)
@@ -525,6 +541,8 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 		return
 	}
 	p.settle(d, index)
+	// A failed retry releases nothing when nothing was cached.
+	d.retryCheck, p.retryCheck = true, true
 	if len(p.ooms) >= p.opts.MaxOOMs {
 		p.oomsDropped++
 		return
@@ -567,7 +585,38 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		}
 		p.anySync = false
 	}
+	if e != nil && e.TimeUS != 0 {
+		p.lastTime = e.TimeUS
+	}
+	if p.retryCheck {
+		p.readRetries(index)
+	}
 	if index >= p.nextSample {
 		p.sample(index)
+	}
+}
+
+// readRetries dates the retries of the event at index. The allocator
+// retries a device allocation only after releasing its whole cache
+// (segment_free or segment_unmap entries), and a retry that releases
+// nothing fails (an OOM), so reading the counter after those events alone
+// finds every retry without reading statistics at every event.
+func (p *Profiler) readRetries(index int64) {
+	p.retryCheck = false
+	for _, d := range p.order {
+		if !d.retryCheck {
+			continue
+		}
+		d.retryCheck = false
+		n := d.a.Stats().NumAllocRetries
+		if n <= d.retries {
+			continue
+		}
+		if len(p.retries) < p.opts.MaxOOMs {
+			p.retries = append(p.retries, Retry{Event: index, Device: d.index, Count: n - d.retries})
+		} else {
+			p.retriesDropped++
+		}
+		d.retries = n
 	}
 }

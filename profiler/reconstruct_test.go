@@ -109,6 +109,9 @@ func checkRandomWorkload(t *testing.T, conf string, seed uint64) {
 			if now.FreeBytes != free || now.LargestFreeBlockBytes != largest {
 				t.Fatalf("step %d: reconstructed free %d largest %d; FreeSummary %d %d", i, now.FreeBytes, now.LargestFreeBlockBytes, free, largest)
 			}
+			if want := snapshotLayout(a); fmt.Sprint(withoutStacks(now.Layout)) != fmt.Sprint(want) {
+				t.Fatalf("step %d: reconstructed layout %v\nsnapshot %v", i, now.Layout, want)
+			}
 			if sumLive(now) != d.live {
 				t.Fatalf("step %d: reconstructed live %d, counted %d", i, sumLive(now), d.live)
 			}
@@ -131,9 +134,41 @@ func checkRandomWorkload(t *testing.T, conf string, seed uint64) {
 	if fmt.Sprint(got.Sites) != fmt.Sprint(eager.Sites) {
 		t.Fatalf("sites: lazy %v\neager %v", got.Sites, eager.Sites)
 	}
+	if fmt.Sprint(got.Layout) != fmt.Sprint(eager.Layout) {
+		t.Fatalf("layout: lazy %v\neager %v", got.Layout, eager.Layout)
+	}
 	if sumLive(got) != got.LiveBytes {
 		t.Fatalf("live by site %d, at peak %d", sumLive(got), got.LiveBytes)
 	}
+}
+
+// snapshotLayout is the allocator's present state as a capture's layout
+// (stacks aside: the snapshot has none).
+func snapshotLayout(a *allocator.Allocator) []SegmentLayout {
+	var out []SegmentLayout
+	for _, s := range a.Snapshot().Segments {
+		sl := SegmentLayout{Stream: uint64(s.Stream), Address: s.Address, Size: s.TotalSize, Expandable: s.IsExpandable, Blocks: []BlockLayout{}}
+		for _, b := range s.Blocks {
+			if b.State == allocator.StateInactive {
+				continue
+			}
+			sl.Blocks = append(sl.Blocks, BlockLayout{Offset: b.Address - s.Address, Size: b.Size, Allocated: b.State == allocator.StateActiveAllocated})
+		}
+		out = append(out, sl)
+	}
+	return out
+}
+
+func withoutStacks(l []SegmentLayout) []SegmentLayout {
+	out := make([]SegmentLayout, len(l))
+	for i, s := range l {
+		s.Blocks = append([]BlockLayout(nil), s.Blocks...)
+		for j := range s.Blocks {
+			s.Blocks[j].Stack = 0
+		}
+		out[i] = s
+	}
+	return out
 }
 
 func sumLive(c *Capture) uint64 {

@@ -3,7 +3,7 @@ package profiler
 // sample appends the timeline point for the interval ending at event index
 // and, when the timeline is full, halves it.
 func (p *Profiler) sample(index int64) {
-	s := Sample{Event: index, LiveBytes: p.total.live, ReservedBytes: p.total.reserved,
+	s := Sample{Event: index, TimeUS: p.lastTime, LiveBytes: p.total.live, ReservedBytes: p.total.reserved,
 		RequestedBytes: p.total.requested, MaxLiveBytes: max(p.total.winLive, p.total.live),
 		MaxReservedBytes: max(p.total.winReserved, p.total.reserved)}
 	multi := len(p.order) > 1

@@ -19,6 +19,7 @@ Examples:
       --alloc-conf max_split_size_mb:128 \
       --alloc-conf garbage_collection_threshold:0.8,max_split_size_mb:128 \
       --alloc-conf expandable_segments:True
+  memreplay compare snapshot.pickle --alloc-conf expandable_segments:True --html compare.html
 
 Flags:
 `
@@ -78,6 +79,7 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	var rows []report.CompareRow
+	var page report.HTMLReport
 	for _, r := range runs {
 		opts := base
 		if r.conf != nil {
@@ -89,6 +91,14 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		labels = append(labels, r.label)
 		rows = append(rows, report.CompareRow{Label: r.label, Result: in.Result, Profile: in.Profile})
+		in.Top = rf.top
+		namedTrace(in, path)
+		page.Runs = append(page.Runs, report.HTMLRun{Label: r.label, Input: in})
+	}
+	if rf.html != "" {
+		if err := writeHTML(rf.html, &page); err != nil {
+			return err
+		}
 	}
 	if rf.format == "json" {
 		return report.WriteCompareJSON(stdout, rows)

@@ -31,6 +31,7 @@ Examples:
   memreplay replay --alloc-conf expandable_segments:True snapshot.pickle
   memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
   memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -top mem.pb.gz
+  memreplay replay --html report.html snapshot.pickle  # timeline, segment map, sites
 
 Flags:
 `
@@ -43,6 +44,11 @@ type replayFlags struct {
 	format   string
 	top      int
 	progress bool
+	html     string // --html: also write the HTML report there
+	noColor  bool   // --no-color: accepted; the tables have no colour
+	// samples is the profiler's timeline length (0: its default); the
+	// HTML report asks for more, to zoom into.
+	samples int
 }
 
 func (f *replayFlags) register(fs *pflag.FlagSet) {
@@ -52,6 +58,8 @@ func (f *replayFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.format, "format", "table", "output: table, json or markdown")
 	fs.IntVar(&f.top, "top", 10, "allocation sites to list")
 	fs.BoolVar(&f.progress, "progress", true, "show progress on stderr when it is a terminal")
+	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report (timeline, segment map, sites) to this file")
+	fs.BoolVar(&f.noColor, "no-color", false, "plain output (the tables are plain already; accepted for scripts)")
 }
 
 func (f *replayFlags) options(path string) (replay.Options, error) {
@@ -68,6 +76,9 @@ func (f *replayFlags) options(path string) (replay.Options, error) {
 		return opts, usageError{fmt.Errorf("--oom: %v", err)}
 	}
 	opts.OOM = p
+	if f.html != "" {
+		f.samples = report.HTMLTimelineSamples
+	}
 	switch f.format {
 	case "table", "json", "markdown":
 	default:
@@ -114,6 +125,12 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if rf.html != "" {
+		namedTrace(in, path)
+		if err := writeHTML(rf.html, &report.HTMLReport{Runs: []report.HTMLRun{{Label: runLabel(in), Input: in}}}); err != nil {
+			return err
+		}
+	}
 	res := in.Result
 	if res.Check != nil && !res.Check.Passed() {
 		if d := res.Check.FirstDivergence; d != nil {
@@ -148,7 +165,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	}
 	pr := newProgress(stderr, label, total, rf.progress)
 	opts.Progress = pr.update
-	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total})
+	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples})
 	opts.Recorder = prof
 	res, err := replay.Run(o.Reader, opts)
 	pr.done()

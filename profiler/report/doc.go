@@ -1,8 +1,10 @@
 // Package report renders a replay and its profile: a terminal table
 // (WriteTable, with github.com/olekukonko/tablewriter), Markdown
 // (WriteMarkdown), one JSON object (WriteJSON), several configurations side
-// by side (WriteCompareTable, WriteCompareJSON) and a pprof profile
-// (WritePprof, with github.com/google/pprof/profile).
+// by side (WriteCompareTable, WriteCompareJSON), a pprof profile
+// (WritePprof, with github.com/google/pprof/profile) and a self-contained
+// HTML page (WriteHTML; its design is in html.go, its use in
+// docs/report.md).
 //
 // The figures are profiler's (see its package comment for live, reserved,
 // stranded bytes and what "at peak" means) and the allocator's statistics
@@ -28,7 +30,9 @@
 //     "decisions_matched", "first_divergence" null or {"event", "device",
 //     "expected", "actual"}, "final_segments_match" true, false or null),
 //     "ooms", "reconstructed" (null or the state rebuilt before a partial
-//     trace), "top_sites", "top_stranding_sites", "timeline", "devices",
+//     trace), "retries" (the events where the allocator released its
+//     cache and retried a device allocation: "event", "device", "count"),
+//     "top_sites", "top_stranding_sites", "timeline", "devices",
 //     "device_calls", "notes". Site lists and the captures' per-site
 //     entries are cut to Input.Top (the pprof output has every site).
 //

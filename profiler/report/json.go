@@ -29,6 +29,7 @@ type jsonReport struct {
 	DeviceCalls    jsonCalls           `json:"device_calls"`
 	Check          *jsonCheck          `json:"check,omitempty"`
 	OOMs           []jsonOOM           `json:"ooms"`
+	Retries        []profiler.Retry    `json:"retries"`
 	Reconstructed  *jsonReconstruction `json:"reconstructed"`
 	TopSites       []jsonSite          `json:"top_sites"`
 	TopStranding   []jsonSite          `json:"top_stranding_sites"`
@@ -182,7 +183,7 @@ func checkJSON(c *replay.CheckResult) *jsonCheck {
 func buildJSON(in *Input) *jsonReport {
 	res, prof := in.Result, in.Profile
 	r := &jsonReport{Source: in.Trace.Source, File: in.Trace.SourceFile, Stats: summedStats(res),
-		OOMs: []jsonOOM{}, Notes: notes(in), Timeline: []profiler.Sample{}}
+		OOMs: []jsonOOM{}, Retries: []profiler.Retry{}, Notes: notes(in), Timeline: []profiler.Sample{}}
 	if r.Notes == nil {
 		r.Notes = []string{}
 	}
@@ -191,6 +192,9 @@ func buildJSON(in *Input) *jsonReport {
 		r.SampleEvery = prof.SampleEvery
 		if prof.Timeline != nil {
 			r.Timeline = prof.Timeline
+		}
+		if prof.Retries != nil {
+			r.Retries = prof.Retries
 		}
 	}
 	r.Fragmentation = fragmentationJSON(&f)
@@ -239,14 +243,18 @@ func buildJSON(in *Input) *jsonReport {
 }
 
 // trimCapture returns c with only its first n sites (they are sorted
-// largest first), so that the JSON stays readable on traces with thousands
-// of stacks; pprof output has them all.
+// largest first) and without its segment layout (one entry per live
+// block), so that the JSON stays readable on traces with thousands of
+// stacks; pprof output has every site, the HTML report the layout.
 func trimCapture(c *profiler.Capture, n int) *profiler.Capture {
-	if c == nil || len(c.Sites) <= n {
-		return c
+	if c == nil {
+		return nil
 	}
 	cc := *c
-	cc.Sites = cc.Sites[:n]
+	cc.Layout = nil
+	if len(cc.Sites) > n {
+		cc.Sites = cc.Sites[:n]
+	}
 	return &cc
 }
 

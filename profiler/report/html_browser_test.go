@@ -1,0 +1,191 @@
+package report_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler"
+	"github.com/memreplay/memreplay/profiler/report"
+)
+
+// The browser test: the page is loaded in headless Chromium, as a user's
+// browser would load it, and the self-check its script writes after
+// drawing (html.go) is read back from the DOM. Without Chromium the test
+// skips and says how to get it (.ci/run installs Debian's chromium when it
+// can).
+
+func browser(t *testing.T) string {
+	t.Helper()
+	b, err := report.FindChromium()
+	if err != nil {
+		t.Skipf("browser test skipped: %v; on Debian: apt-get install -y chromium", err)
+	}
+	return b
+}
+
+// artifacts is where screenshots go: $MEMREPLAY_ARTIFACTS when set (CI
+// keeps it), else the test's temporary directory.
+func artifacts(t *testing.T) string {
+	if d := os.Getenv("MEMREPLAY_ARTIFACTS"); d != "" {
+		require.NoError(t, os.MkdirAll(d, 0o755))
+		return d
+	}
+	return t.TempDir()
+}
+
+// render writes the page, loads it and returns the self-check and the DOM.
+func render(t *testing.T, r *report.HTMLReport, name, fragment string) (*report.SelfCheck, string) {
+	t.Helper()
+	b := browser(t)
+	dir := t.TempDir()
+	path := filepath.Join(dir, name+".html")
+	f, err := os.Create(path)
+	require.NoError(t, err)
+	require.NoError(t, report.WriteHTML(f, r))
+	require.NoError(t, f.Close())
+	shot := filepath.Join(artifacts(t), name+".png")
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dom, err := report.RenderHTML(ctx, b, path, report.RenderOptions{Fragment: fragment, Screenshot: shot})
+	require.NoError(t, err)
+	st, err := os.Stat(shot)
+	require.NoError(t, err, "screenshot")
+	assert.Greater(t, st.Size(), int64(10000), "screenshot %s", shot)
+	t.Logf("screenshot: %s", shot)
+	sc, err := report.ParseSelfCheck(dom)
+	require.NoError(t, err)
+	require.True(t, sc.Rendered)
+	require.Empty(t, sc.Errors, "script errors")
+	t.Logf("%s: %d bytes, drawn in %.0f ms", name, fileSize(t, path), sc.RenderMS)
+	return sc, dom
+}
+
+func seriesPoints(t *testing.T, c *report.ChartCheck) map[string]int {
+	t.Helper()
+	require.NotNil(t, c)
+	out := map[string]int{}
+	for _, s := range c.Series {
+		out[s.Name] = s.Points
+	}
+	return out
+}
+
+// TestBrowserReport: two settings of the training-like trace and a PAR
+// section: every chart holds the series and points its data has, OOMs and
+// retries are marked, and the figures print as format_size does.
+func TestBrowserReport(t *testing.T) {
+	tr := recordTrainingLike(t)
+	def := replayed(t, tr, nil, false)
+	exp := replayed(t, tr, expandable(t), false)
+	runs := []report.HTMLRun{{Label: "recorded settings", Input: def}, {Label: "expandable_segments:True", Input: exp}}
+	sc, dom := render(t, &report.HTMLReport{Runs: runs, PAR: parSection()}, "report", "")
+
+	var names []string
+	for _, c := range sc.Charts {
+		names = append(names, c.Chart)
+	}
+	sort.Strings(names)
+	assert.Equal(t, []string{"compare", "par-poom", "par-throughput", "segments-0", "segments-1", "timeline-0", "timeline-1"}, names)
+
+	// Bars: one series per setting, one bar per figure.
+	assert.Equal(t, map[string]int{"recorded settings": 4, "expandable_segments:True": 4}, seriesPoints(t, sc.Chart("compare")))
+
+	for i, run := range runs {
+		c := sc.Chart("timeline-" + string(rune('0'+i)))
+		n := len(run.Input.Profile.Timeline)
+		require.Greater(t, n, 10)
+		// A short trace: every sample is drawn.
+		assert.Equal(t, map[string]int{"reserved": n, "live (allocated)": n, "requested": n}, seriesPoints(t, c), run.Label)
+		marks := len(run.Input.Result.OOMs) + len(run.Input.Profile.Retries)
+		assert.Equal(t, marks, c.Markers, "%s: OOMs and retries marked", run.Label)
+		assert.Positive(t, len(run.Input.Profile.Retries), run.Label)
+
+		// The segment map at the peak: one rectangle per block (more when
+		// a block wraps to the next row), one per free gap.
+		peak := run.Input.Profile.Peak
+		var blocks, gaps int
+		for _, s := range peak.Layout {
+			at := uint64(0)
+			for _, b := range s.Blocks {
+				if b.Offset > at {
+					gaps++
+				}
+				at = b.Offset + b.Size
+				blocks++
+			}
+			if at < s.Size {
+				gaps++
+			}
+		}
+		sp := seriesPoints(t, sc.Chart("segments-"+string(rune('0'+i))))
+		assert.GreaterOrEqual(t, sp["blocks"], blocks)
+		assert.LessOrEqual(t, sp["blocks"], blocks+32, "at most one extra rectangle per row")
+		assert.GreaterOrEqual(t, sp["free"], gaps)
+		assert.LessOrEqual(t, sp["free"], gaps+32)
+
+		// The figures table prints the JSON's number as format_size does.
+		want := allocator.FormatSize(run.Input.Profile.Total.PeakLiveBytes)
+		assert.Contains(t, dom, `data-figure="peak live">`+want, run.Label)
+	}
+
+	// PAR: one line per setting, one point per measured K.
+	assert.Equal(t, map[string]int{"defaults": 4, "expandable_segments:True": 3}, seriesPoints(t, sc.Chart("par-poom")))
+	assert.Equal(t, map[string]int{"defaults": 4, "expandable_segments:True": 3}, seriesPoints(t, sc.Chart("par-throughput")))
+	assert.Contains(t, dom, "PAR 3")
+}
+
+// longProfile is a hand-made profile of a long trace: 20,000 samples of
+// 10 events each, a sawtooth of live bytes under a stepping reservation.
+func longProfile() *profiler.Profile {
+	const n = 20000
+	p := &profiler.Profile{Events: 10 * n, SampleEvery: 10}
+	for i := 0; i < n; i++ {
+		live := uint64(1<<30 + (i%977)*(1<<20))
+		res := uint64(3<<30 + (i/5000)*(256<<20))
+		p.Timeline = append(p.Timeline, profiler.Sample{Event: int64(10*i + 9), TimeUS: int64(1_700_000_000_000_000 + 1000*i),
+			LiveBytes: live, MaxLiveBytes: live + 1<<20, RequestedBytes: live - 4096, ReservedBytes: res, MaxReservedBytes: res})
+	}
+	p.Total.PeakLiveBytes, p.Total.PeakLiveEvent = 1<<30+976<<20+1<<20, 9769
+	return p
+}
+
+// TestBrowserLargeTimeline: a long timeline is drawn with at most two
+// points per pixel column, and zooming in redraws the range from every
+// sample in it.
+func TestBrowserLargeTimeline(t *testing.T) {
+	in := &report.Input{Profile: longProfile()}
+	r := &report.HTMLReport{Runs: []report.HTMLRun{{Label: "long", Input: in}}}
+	sc, _ := render(t, r, "long", "")
+	pts := seriesPoints(t, sc.Chart("timeline-0"))
+	for name, n := range pts {
+		assert.LessOrEqual(t, n, 2*1100, name)
+		assert.Greater(t, n, 500, name)
+	}
+
+	// Zoomed to events 1000..1999: the samples in the range, and one on
+	// either side so that the lines reach the edges.
+	sc, dom := render(t, r, "long-zoomed", "zoom=1000,1999")
+	events := make([]float64, len(in.Profile.Timeline))
+	for i, s := range in.Profile.Timeline {
+		events[i] = float64(s.Event)
+	}
+	lb := func(v float64) int { return sort.SearchFloat64s(events, v) }
+	want := min(len(events), lb(1999)+1) - max(0, lb(1000)-1)
+	assert.Equal(t, map[string]int{"reserved": want, "live (allocated)": want, "requested": want}, seriesPoints(t, sc.Chart("timeline-0")))
+	assert.True(t, strings.Contains(dom, "showing events 1000 to 1999"))
+}
+
+func fileSize(t *testing.T, path string) int64 {
+	st, err := os.Stat(path)
+	require.NoError(t, err)
+	return st.Size()
+}

@@ -1,0 +1,320 @@
+package report
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	"github.com/memreplay/memreplay/profiler"
+)
+
+// The document embedded in the page (see html.go). Keys are snake_case
+// like the JSON report's.
+
+type htmlData struct {
+	Runs []htmlRun `json:"runs"`
+	// Best is the index of the run with the fewest OOMs and then the
+	// lowest peak reserved, when there are several runs of one trace;
+	// null otherwise.
+	Best *int `json:"best"`
+	// SameTrace: every run replays the same trace (under its settings).
+	SameTrace   bool     `json:"same_trace"`
+	MultiDevice bool     `json:"multi_device"`
+	PAR         *htmlPAR `json:"par"`
+	// Version numbers the document's shape.
+	Version int `json:"version"`
+}
+
+type htmlRun struct {
+	ID    int    `json:"id"`
+	Label string `json:"label"`
+	// Report is the JSON report of the run (WriteJSON's object) without
+	// its timeline, which is in Timeline as columns.
+	Report      *jsonReport   `json:"report"`
+	Timeline    htmlTimeline  `json:"timeline"`
+	SampleEvery int64         `json:"sample_every"`
+	PeakEvent   int64         `json:"peak_event"` // -1: the initial state or none
+	PeakLive    uint64        `json:"peak_live"`
+	OOMs        []htmlOOM     `json:"ooms"`
+	Captures    []htmlCapture `json:"captures"`
+	// Sites has every site the page names: the top lists' and the
+	// captures' blocks', by stack ID.
+	Sites map[string]htmlSite `json:"sites"`
+	// TopLive and TopWaste list stack IDs: sites by live bytes at the
+	// peak and by stranded bytes at the peak. ColoredSites are the sites
+	// the segment map colours (the largest holders).
+	TopLive      []uint32 `json:"top_live"`
+	TopWaste     []uint32 `json:"top_waste"`
+	ColoredSites []uint32 `json:"colored_sites"`
+}
+
+// htmlTimeline is profiler.Sample as columns: a third of the size of an
+// array of objects, and what the drawing code wants.
+type htmlTimeline struct {
+	Event       []int64  `json:"event"`
+	TimeUS      []int64  `json:"time_us"`
+	Live        []uint64 `json:"live"`
+	MaxLive     []uint64 `json:"max_live"`
+	Requested   []uint64 `json:"requested"`
+	Reserved    []uint64 `json:"reserved"`
+	MaxReserved []uint64 `json:"max_reserved"`
+	Free        []uint64 `json:"free"`
+	LargestFree []uint64 `json:"largest_free"`
+}
+
+type htmlOOM struct {
+	Event    int64  `json:"event"`
+	Device   int32  `json:"device"`
+	Size     uint64 `json:"size"`
+	Recorded bool   `json:"recorded"`
+	Message  string `json:"message"`
+}
+
+type htmlCapture struct {
+	Title                 string                   `json:"title"`
+	Kind                  string                   `json:"kind"` // "peak" or "oom"
+	Event                 int64                    `json:"event"`
+	LiveBytes             uint64                   `json:"live_bytes"`
+	ReservedBytes         uint64                   `json:"reserved_bytes"`
+	FreeBytes             uint64                   `json:"free_bytes"`
+	StrandedBytes         uint64                   `json:"stranded_bytes"`
+	LargestFreeBlockBytes uint64                   `json:"largest_free_block_bytes"`
+	Segments              []profiler.SegmentLayout `json:"segments"`
+	// Truncated: the capture had more than MaxMapBlocks blocks and
+	// Segments stops before them.
+	Truncated bool `json:"truncated"`
+}
+
+type htmlSite struct {
+	Stack uint32 `json:"stack"`
+	// Name is the short name the tables use (siteNames), Label the
+	// profiler's SiteLabel, Frames the trimmed frames innermost first.
+	Name                string   `json:"name"`
+	Label               string   `json:"label"`
+	Frames              []string `json:"frames"`
+	LiveBytesAtPeak     uint64   `json:"live_bytes_at_peak"`
+	StrandedBytesAtPeak uint64   `json:"stranded_bytes_at_peak"`
+	AllocCount          uint64   `json:"alloc_count"`
+	AllocBytes          uint64   `json:"alloc_bytes"`
+	MaxLiveBytes        uint64   `json:"max_live_bytes"`
+}
+
+type htmlPAR struct {
+	Title          string       `json:"title"`
+	Settings       []string     `json:"settings"`
+	K              []int        `json:"k"`
+	POOM           [][]*float64 `json:"p_oom"`
+	Throughput     [][]*float64 `json:"throughput"`
+	ThroughputUnit string       `json:"throughput_unit"`
+	Saturation     []int        `json:"saturation"`
+	Notes          []string     `json:"notes"`
+}
+
+// maxSiteFrames bounds the frames kept per site for the page's hovers and
+// tables.
+const maxSiteFrames = 16
+
+// coloredSites is how many sites the segment map colours.
+const coloredSites = 8
+
+func buildHTMLData(r *HTMLReport) (*htmlData, error) {
+	if len(r.Runs) == 0 && r.PAR == nil {
+		return nil, fmt.Errorf("report: nothing to draw: no runs and no PAR section")
+	}
+	d := &htmlData{Runs: []htmlRun{}, Version: 1}
+	for i, run := range r.Runs {
+		if run.Input == nil {
+			return nil, fmt.Errorf("report: run %d (%s) has no input", i, run.Label)
+		}
+		hr := buildHTMLRun(i, run)
+		if run.Input.Result != nil && len(run.Input.Result.Devices) > 1 {
+			d.MultiDevice = true
+		}
+		d.Runs = append(d.Runs, hr)
+	}
+	d.SameTrace = sameTrace(r.Runs)
+	if len(d.Runs) > 1 && d.SameTrace {
+		best := bestRun(r.Runs)
+		d.Best = &best
+	}
+	if r.PAR != nil {
+		if err := r.PAR.validate(); err != nil {
+			return nil, err
+		}
+		d.PAR = parData(r.PAR)
+	}
+	return d, nil
+}
+
+// sameTrace tells whether the runs replay one trace: the same file and
+// the same number of events.
+func sameTrace(runs []HTMLRun) bool {
+	if len(runs) < 2 {
+		return true
+	}
+	for _, r := range runs[1:] {
+		a, b := runs[0].Input, r.Input
+		if traceLabel(a.Trace) != traceLabel(b.Trace) || events(a) != events(b) {
+			return false
+		}
+	}
+	return true
+}
+
+func events(in *Input) int64 {
+	if in.Result != nil {
+		return in.Result.Events
+	}
+	if in.Profile != nil {
+		return in.Profile.Events
+	}
+	return 0
+}
+
+// bestRun picks the run with the fewest OOMs, then the lowest peak
+// reserved: the setting that would have saved the most memory without
+// failing more often.
+func bestRun(runs []HTMLRun) int {
+	best := 0
+	var bestF profiler.Figures
+	for i, run := range runs {
+		f := figures(run.Input.Result, run.Input.Profile)
+		if i == 0 || f.OOMs < bestF.OOMs || f.OOMs == bestF.OOMs && f.PeakReservedBytes < bestF.PeakReservedBytes {
+			best, bestF = i, f
+		}
+	}
+	return best
+}
+
+func buildHTMLRun(id int, run HTMLRun) htmlRun {
+	in := run.Input
+	rep := buildJSON(in)
+	rep.Timeline = nil // as columns below
+	hr := htmlRun{ID: id, Label: run.Label, Report: rep, OOMs: []htmlOOM{},
+		Captures: []htmlCapture{}, Sites: map[string]htmlSite{}, TopLive: []uint32{}, TopWaste: []uint32{},
+		ColoredSites: []uint32{}, PeakEvent: -1}
+	if hr.Label == "" {
+		hr.Label = configLabel(in.Result)
+	}
+	prof := in.Profile
+	hr.Timeline = timelineColumns(prof)
+	if res := in.Result; res != nil {
+		for _, o := range res.OOMs {
+			hr.OOMs = append(hr.OOMs, htmlOOM{Event: o.Index, Device: o.Device, Size: o.Size, Recorded: o.Recorded, Message: o.Message})
+		}
+	}
+	if prof == nil {
+		return hr
+	}
+	hr.SampleEvery = prof.SampleEvery
+	hr.PeakEvent, hr.PeakLive = prof.Total.PeakLiveEvent, prof.Total.PeakLiveBytes
+	sites := siteTable(prof)
+	addSite := func(id uint32) {
+		key := strconv.FormatUint(uint64(id), 10)
+		if _, ok := hr.Sites[key]; ok {
+			return
+		}
+		hs := htmlSite{Stack: id, Name: "<no stack>", Label: "<no stack>", Frames: []string{}}
+		if s := sites[id]; s != nil {
+			hs = htmlSite{Stack: id, Name: siteNames(in, []profiler.Site{*s})[0], Label: s.Label, Frames: s.Frames, LiveBytesAtPeak: s.LiveBytesAtPeak,
+				StrandedBytesAtPeak: s.StrandedBytesAtPeak, AllocCount: s.AllocCount, AllocBytes: s.AllocBytes, MaxLiveBytes: s.MaxLiveBytes}
+			if len(hs.Frames) > maxSiteFrames {
+				hs.Frames = hs.Frames[:maxSiteFrames]
+			}
+			if hs.Frames == nil {
+				hs.Frames = []string{}
+			}
+		}
+		hr.Sites[key] = hs
+	}
+	for _, s := range sitesByLive(prof, in.top()) {
+		hr.TopLive = append(hr.TopLive, uint32(s.Stack))
+		addSite(uint32(s.Stack))
+	}
+	for _, s := range sitesByStranded(prof, in.top()) {
+		hr.TopWaste = append(hr.TopWaste, uint32(s.Stack))
+		addSite(uint32(s.Stack))
+	}
+	// Blocks without a recorded stack (site 0: often the state rebuilt
+	// before a partial trace) stay plain.
+	for _, s := range sitesByLive(prof, coloredSites+1) {
+		if s.LiveBytesAtPeak > 0 && s.Stack != 0 && len(hr.ColoredSites) < coloredSites {
+			hr.ColoredSites = append(hr.ColoredSites, uint32(s.Stack))
+		}
+	}
+	if c := prof.Peak; c != nil {
+		title := "peak live (" + event(c.Event) + ")"
+		hr.Captures = append(hr.Captures, captureData(c, "peak", title, addSite))
+	}
+	for _, o := range prof.OOMs {
+		if o.Capture == nil {
+			continue
+		}
+		title := fmt.Sprintf("OOM at event %d (%s requested)", o.Event, size(o.RequestedBytes))
+		hr.Captures = append(hr.Captures, captureData(o.Capture, "oom", title, addSite))
+	}
+	return hr
+}
+
+func captureData(c *profiler.Capture, kind, title string, addSite func(uint32)) htmlCapture {
+	hc := htmlCapture{Title: title, Kind: kind, Event: c.Event, LiveBytes: c.LiveBytes, ReservedBytes: c.ReservedBytes,
+		FreeBytes: c.FreeBytes, StrandedBytes: c.StrandedBytes, LargestFreeBlockBytes: c.LargestFreeBlockBytes,
+		Segments: []profiler.SegmentLayout{}}
+	blocks := 0
+	for _, s := range c.Layout {
+		if blocks+len(s.Blocks) > MaxMapBlocks {
+			hc.Truncated = true
+			break
+		}
+		blocks += len(s.Blocks)
+		for _, b := range s.Blocks {
+			if b.Allocated {
+				addSite(uint32(b.Stack))
+			}
+		}
+		hc.Segments = append(hc.Segments, s)
+	}
+	return hc
+}
+
+func timelineColumns(prof *profiler.Profile) htmlTimeline {
+	var t htmlTimeline
+	var samples []profiler.Sample
+	if prof != nil {
+		samples = prof.Timeline
+	}
+	n := len(samples)
+	t.Event, t.TimeUS = make([]int64, n), make([]int64, n)
+	t.Live, t.MaxLive, t.Requested = make([]uint64, n), make([]uint64, n), make([]uint64, n)
+	t.Reserved, t.MaxReserved = make([]uint64, n), make([]uint64, n)
+	t.Free, t.LargestFree = make([]uint64, n), make([]uint64, n)
+	for i, s := range samples {
+		t.Event[i], t.TimeUS[i] = s.Event, s.TimeUS
+		t.Live[i], t.MaxLive[i], t.Requested[i] = s.LiveBytes, s.MaxLiveBytes, s.RequestedBytes
+		t.Reserved[i], t.MaxReserved[i] = s.ReservedBytes, s.MaxReservedBytes
+		t.Free[i], t.LargestFree[i] = s.FreeBytes, s.LargestFreeBlock
+	}
+	return t
+}
+
+func parData(p *PARSection) *htmlPAR {
+	grid := func(g [][]float64) [][]*float64 {
+		out := make([][]*float64, len(g))
+		for i, row := range g {
+			out[i] = make([]*float64, len(row))
+			for j, v := range row {
+				if !math.IsNaN(v) {
+					v := v
+					out[i][j] = &v
+				}
+			}
+		}
+		return out
+	}
+	notes := p.Notes
+	if notes == nil {
+		notes = []string{}
+	}
+	return &htmlPAR{Title: p.Title, Settings: p.Settings, K: p.K, POOM: grid(p.POOM), Throughput: grid(p.Throughput),
+		ThroughputUnit: p.ThroughputUnit, Saturation: p.Saturation, Notes: notes}
+}
