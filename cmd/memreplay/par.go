@@ -1,0 +1,172 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/memreplay/memreplay/sim"
+	simpar "github.com/memreplay/memreplay/sim/par"
+	"github.com/memreplay/memreplay/sim/study"
+	"github.com/memreplay/memreplay/sim/workers"
+)
+
+const parHelp = `Usage: memreplay par [flags] [TRACE ...]
+
+Answers "how many trials fit on this GPU at once, with which allocator
+settings" before the study runs. For each --alloc-conf and each PAR k from 1
+to --max-par it runs --mixes random mixes on a simulated GPU: k worker
+processes, each with its own CUDA context and caching allocator, sharing the
+GPU's memory, starting at random offsets and running --trials-per-worker
+trials in turn (their caches carry over, as an Optuna worker's does). Trials
+are drawn from the search space (the seeds' BERT/RoBERTa/DeBERTa study by
+default, or --space), or from TRACE files (a file's trial_start/trial_end
+pairs, or the whole file, are its trials).
+
+For every k it prints OOMs, alloc retries, the GPU's peak use against its
+capacity, headroom, waste, P(at least one OOM in a mix) with its Wilson
+upper bound at --confidence, and trials per hour relative to PAR 1; then the
+largest PAR that is safe at that confidence (its bound, and every smaller
+PAR's, below 1 - confidence), next to the hand estimate
+floor(0.9 x capacity / (peak reserved of one trial + context)). The same
+seed gives the same report. docs/par.md explains the model.
+
+Examples:
+  # the seeds' question: 24 GiB, their space, defaults vs expandable segments
+  memreplay par
+  # more mixes for a 95% answer, and the fix that empties the cache between trials
+  memreplay par --mixes 60 --confidence 0.95 --empty-cache
+  # a 40 GiB card, PAR up to 8, the space from a file
+  memreplay par --capacity 40GiB --max-par 8 --space space.json
+  # recorded traces instead of the model (each file's trials are drawn at random)
+  memreplay par --capacity 16GiB run1.mrt run2.pickle --alloc-conf "" \
+      --alloc-conf expandable_segments:True,max_split_size_mb:128
+  # Markdown for a PR or docs
+  memreplay par --format markdown > par.md
+
+Flags:
+`
+
+func parCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("par", parHelp, stderr)
+	capacity := fs.String("capacity", "24GiB", "GPU memory")
+	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", sim.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
+	confs := fs.StringArray("alloc-conf", nil, `allocator settings to compare, PYTORCH_CUDA_ALLOC_CONF syntax (repeatable; "" is PyTorch's defaults; default: "" and expandable_segments:True)`)
+	maxPAR := fs.Int("max-par", simpar.DefaultMaxPAR, "largest PAR to try (k = 1..max-par)")
+	mixes := fs.Int("mixes", simpar.DefaultMixes, "random mixes per PAR and setting")
+	seed := fs.Uint64("seed", 1, "seed of the mixes (the same seed gives the same report)")
+	confidence := fs.Float64("confidence", simpar.DefaultConfidence, "confidence of the safe-PAR answer, in (0, 1)")
+	perWorker := fs.Int("trials-per-worker", simpar.DefaultTrialsPerWorker, "trials each worker runs in turn in a mix")
+	spaceFile := fs.String("space", "", "search space JSON file (default: the seeds' study)")
+	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (the seeds' space before their OOM fix)")
+	steps := fs.Int("steps", 0, "optimizer steps per trial (0: the space's, else sim/trial's default); fewer run faster")
+	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
+	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after every trial")
+	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
+	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
+	format := fs.String("format", "table", "output: table, json or markdown")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	switch *format {
+	case "table", "json", "markdown":
+	default:
+		return usageError{fmt.Errorf("--format %q: want table, json or markdown", *format)}
+	}
+	o := simpar.Options{
+		MaxPAR: *maxPAR, Mixes: *mixes, Seed: *seed, Confidence: *confidence,
+		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel,
+		Policy: workers.Policy{EmptyCacheBetweenTrials: *emptyCache, DoubleClear: *doubleClear},
+	}
+	var err error
+	if o.Capacity, err = parseSize(*capacity); err != nil {
+		return usageError{fmt.Errorf("--capacity: %v", err)}
+	}
+	if o.ContextOverhead, err = parseSize(*ctx); err != nil {
+		return usageError{fmt.Errorf("--context-overhead: %v", err)}
+	}
+	switch {
+	case *maxPAR < 1 || *maxPAR > 64:
+		return usageError{fmt.Errorf("--max-par %d: want 1..64", *maxPAR)}
+	case *mixes < 1:
+		return usageError{fmt.Errorf("--mixes %d: want at least 1", *mixes)}
+	case *perWorker < 1:
+		return usageError{fmt.Errorf("--trials-per-worker %d: want at least 1", *perWorker)}
+	case !(*confidence > 0 && *confidence < 1):
+		return usageError{fmt.Errorf("--confidence %v: want a value in (0, 1), e.g. 0.9", *confidence)}
+	case !(*share > 0 && *share <= 1):
+		return usageError{fmt.Errorf("--trial-share %v: want a value in (0, 1]", *share)}
+	case *steps < 0:
+		return usageError{fmt.Errorf("--steps %d: want 0 or more", *steps)}
+	case o.ContextOverhead >= o.Capacity:
+		return usageError{fmt.Errorf("--context-overhead %s is not below --capacity %s", *ctx, *capacity)}
+	case fs.NArg() > 0 && (*spaceFile != "" || *unconstrained || *steps != 0):
+		return usageError{fmt.Errorf("trace files and --space/--unconstrained/--steps exclude each other: trials come from one or the other")}
+	}
+	if len(*confs) == 0 {
+		*confs = []string{"", "expandable_segments:True"}
+	}
+	for _, c := range *confs {
+		cfg, err := parseAllocConf(c)
+		if err != nil {
+			return err
+		}
+		o.Settings = append(o.Settings, simpar.Setting{Name: c, Config: *cfg})
+	}
+
+	if fs.NArg() > 0 {
+		trials, notes, err := simpar.FromTraces(fs.Args())
+		if err != nil {
+			return inputError{err}
+		}
+		for _, n := range notes {
+			fmt.Fprintf(stderr, "memreplay par: %s\n", n)
+		}
+		o.Sample = simpar.Pool(trials)
+		o.Source = fmt.Sprintf("%d trials from %s", len(trials), strings.Join(fs.Args(), ", "))
+	} else {
+		space := study.SeedsSpace()
+		o.Source = "the seeds' search space"
+		if *spaceFile != "" {
+			if space, err = study.LoadSpace(*spaceFile); err != nil {
+				return inputError{err}
+			}
+			o.Source = "search space " + *spaceFile
+		}
+		if *unconstrained {
+			space = space.Unconstrained()
+			o.Source += ", unconstrained"
+		}
+		if *steps > 0 {
+			o.Source += fmt.Sprintf(", %d steps per trial", *steps)
+		}
+		o.Sample = simpar.FromSpecs(space.Sample, *steps)
+	}
+
+	if p := newProgress(stderr, "par", 0, true); p != nil {
+		o.Progress = func(done, total int) {
+			if time.Since(p.start) < time.Second || time.Since(p.last) < 200*time.Millisecond {
+				return
+			}
+			p.last = time.Now()
+			fmt.Fprintf(p.w, "\rpar: %d/%d mixes (%.0f%%)   ", done, total, 100*float64(done)/float64(total))
+			p.drawn = true
+		}
+		defer p.done()
+	}
+	rep, err := simpar.Run(o)
+	if err != nil {
+		return err
+	}
+	switch *format {
+	case "json":
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	case "markdown":
+		return simpar.WriteMarkdown(stdout, rep)
+	}
+	return simpar.WriteTable(stdout, rep)
+}

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/memreplay/memreplay/sim/study"
+)
+
+const trialsHelp = `Usage: memreplay trials [flags]
+       memreplay trials --report STATE.jsonl [STATE.jsonl ...]
+
+Runs a hyperparameter study on a simulated GPU: --trials trials drawn from a
+search space (the seeds' BERT/RoBERTa/DeBERTa fine-tuning study by default,
+with its model-aware batch limits), --par worker processes sharing the GPU,
+each with its own CUDA context and caching allocator, and the seeds' fixes
+as switches. It reports completed, pruned and failed trials, alloc retries,
+restarts, trials per simulated hour, and how fragmentation and "reserved but
+unallocated" move over the study.
+
+With --state the study is written as it goes (JSON Lines, a line per
+finished trial, fsynced): a killed study continues with --resume and the
+same flags, and loses no finished trial. --report prints finished or
+interrupted studies from their state files, side by side.
+
+Sticky device errors need a cause: --oom-corrupts P makes an OOM corrupt the
+worker's CUDA context with probability P, so that its next trial fails at
+its first CUDA call (the seeds' "OOM causes CUDA assert, assert corrupts
+context"); --fault-rate P gives each trial a random sticky error. Without
+--restart-on-error a worker stops at its first failure.
+
+Examples (the seeds' journey on a 24 GiB GPU):
+  # PAR 4 with PyTorch's defaults; OOMs corrupt contexts, a supervisor restarts
+  memreplay trials --trials 300 --par 4 --oom-corrupts 0.5 --restart-on-error --state par4.jsonl
+  # the space before the model-aware limits, and no OOM handling at all
+  memreplay trials --trials 300 --par 4 --unconstrained --prune-on-oom=false
+  # their fixes: expandable segments, the double clear, a reset every 50 trials, PAR 3
+  memreplay trials --trials 300 --par 3 --oom-corrupts 0.5 --restart-on-error \
+      --alloc-conf expandable_segments:True --double-clear --reset-every 50 --state par3.jsonl
+  # ... and PAR 2, with the pre-trial estimate pruning what cannot fit
+  memreplay trials --trials 300 --par 2 --oom-corrupts 0.5 --restart-on-error \
+      --alloc-conf expandable_segments:True --double-clear --reset-every 50 --estimate-prune --state par2.jsonl
+  # the three side by side
+  memreplay trials --report par4.jsonl par3.jsonl par2.jsonl
+  # a killed study continues where it stopped (same flags plus --resume)
+  memreplay trials --trials 300 --par 4 --oom-corrupts 0.5 --restart-on-error --state par4.jsonl --resume
+
+Flags:
+`
+
+func trialsCmd(args []string, stdout, stderr io.Writer) error {
+	fs := newFlagSet("trials", trialsHelp, stderr)
+	trials := fs.Int("trials", 100, "trials in the study (grid sampler: 0 means the whole grid)")
+	par := fs.Int("par", 1, "parallel workers (processes) sharing the GPU")
+	sampler := fs.String("sampler", "random", "random or grid (the grid in an order shuffled by --seed)")
+	spaceFile := fs.String("space", "", "search space JSON file (default: the seeds' study; see docs/trials.md)")
+	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (the seeds' space before their OOM fix)")
+	steps := fs.Int("steps", 0, "optimizer steps per trial, when given (otherwise the space's; 0: sim/trial's default, 10)")
+	capacity := fs.String("capacity", "24GiB", "GPU memory")
+	ctxOverhead := fs.String("context-overhead", "", "CUDA context per process (default 500MiB)")
+	allocConf := fs.String("alloc-conf", "", "PYTORCH_CUDA_ALLOC_CONF of every worker")
+	state := fs.String("state", "", "state file (JSON Lines) written as the study goes")
+	resume := fs.Bool("resume", false, "continue the study in --state (a missing file starts it)")
+	seed := fs.Uint64("seed", 1, "the study's seed (sampler, faults)")
+	pruneOnOOM := fs.Bool("prune-on-oom", true, "an OOM prunes the trial and the study goes on; false: the study stops at the first OOM")
+	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after each trial")
+	doubleClear := fs.Bool("double-clear", false, "the seeds' empty_cache; synchronize; gc.collect(); empty_cache after each trial")
+	resetEvery := fs.Int("reset-every", 0, "restart each worker's process (fresh context) every N trials; 0: never")
+	estimatePrune := fs.Bool("estimate-prune", false, "prune trials whose estimated peak does not fit capacity/PAR before they run")
+	estimateMargin := fs.Float64("estimate-margin", study.DefaultEstimateMargin, "allocator overhead added to the estimate (0.1 = 10%)")
+	restart := fs.Bool("restart-on-error", false, "restart a worker with a fresh context after a sticky device error")
+	maxFailures := fs.Int("max-failures", 3, "give a worker up after this many failed trials in a row")
+	oomCorrupts := fs.Float64("oom-corrupts", 0, "probability that an OOM corrupts the worker's context (its next trial fails)")
+	faultRate := fs.Float64("fault-rate", 0, "probability of a random sticky device error per trial")
+	stagger := fs.Duration("stagger", 0, "start worker i at i times this")
+	share := fs.Float64("compute-share", 0, "fraction of the GPU's compute one trial uses alone, (0, 1]; default 1 (trials time-slice)")
+	gap := fs.Duration("gap", 0, "each worker's setup time between trials")
+	startup := fs.Duration("startup", 0, "a fresh process's start-up time (resets, restarts)")
+	format := fs.String("format", "table", "output: table, json or markdown")
+	reportOnly := fs.Bool("report", false, "report the state files given as arguments instead of running")
+	if err := fs.Parse(args); err != nil {
+		return flagError(err)
+	}
+	switch *format {
+	case "table", "json", "markdown":
+	default:
+		return usageError{fmt.Errorf("--format %q: want table, json or markdown", *format)}
+	}
+	if *reportOnly {
+		if fs.NArg() == 0 {
+			return usageError{errors.New("--report: give one or more state files")}
+		}
+		var reps []study.Report
+		for _, p := range fs.Args() {
+			st, err := study.LoadState(p)
+			if err != nil {
+				return inputError{err}
+			}
+			if st.Torn {
+				fmt.Fprintf(stderr, "memreplay trials: warning: %s: its last line is torn (a killed run); reporting the lines before it\n", p)
+			}
+			reps = append(reps, study.Summarize(st, 0))
+		}
+		return writeStudies(stdout, *format, reps)
+	}
+	if fs.NArg() != 0 {
+		return usageError{fmt.Errorf("unexpected arguments %q (state files go with --report)", fs.Args())}
+	}
+
+	o := study.Options{Sampler: *sampler, Trials: *trials, Workers: *par, Seed: *seed, AllocConf: *allocConf,
+		State: *state, Resume: *resume, Warn: trialsWarnWriter{stderr},
+		Stagger: *stagger, ComputeShare: *share, Gap: *gap, StartupCost: *startup,
+		Policy: study.Policy{PruneOnOOM: *pruneOnOOM, EmptyCache: *emptyCache, DoubleClear: *doubleClear,
+			ResetEvery: *resetEvery, EstimatePrune: *estimatePrune, EstimateMargin: *estimateMargin,
+			RestartOnError: *restart, MaxFailures: *maxFailures, OOMCorrupts: *oomCorrupts, FaultRate: *faultRate}}
+	if *estimateMargin == study.DefaultEstimateMargin {
+		o.Policy.EstimateMargin = 0 // the default, spelt the same in every header
+	}
+	var err error
+	if o.Capacity, err = parseSize(*capacity); err != nil {
+		return usageError{fmt.Errorf("--capacity: %v", err)}
+	}
+	if *ctxOverhead != "" {
+		if o.ContextOverhead, err = parseSize(*ctxOverhead); err != nil {
+			return usageError{fmt.Errorf("--context-overhead: %v", err)}
+		}
+	}
+	if _, err := parseAllocConf(*allocConf); err != nil {
+		return err
+	}
+	if *spaceFile != "" {
+		if o.Space, err = study.LoadSpace(*spaceFile); err != nil {
+			return inputError{err}
+		}
+	} else {
+		o.Space = study.SeedsSpace()
+	}
+	if *unconstrained {
+		o.Space = o.Space.Unconstrained()
+	}
+	if fs.Changed("steps") {
+		if *steps < 0 {
+			return usageError{fmt.Errorf("--steps %d: want 0 (the default) or more", *steps)}
+		}
+		o.Space.Steps = *steps
+	}
+	if *resume && *state == "" {
+		return usageError{errors.New("--resume needs --state FILE")}
+	}
+	if err := checkStudyFlags(o); err != nil {
+		return usageError{err}
+	}
+	res, err := study.Run(o)
+	if err != nil {
+		return err
+	}
+	return writeStudies(stdout, *format, []study.Report{study.Summarize(res.State, res.Planned)})
+}
+
+// checkStudyFlags catches bad values before a state file is created, so
+// that a typo does not leave an empty study behind.
+func checkStudyFlags(o study.Options) error {
+	p := o.Policy
+	switch {
+	case o.Trials < 0 || o.Trials == 0 && o.Sampler != study.GridSampler:
+		return fmt.Errorf("--trials %d: want at least 1", o.Trials)
+	case o.Workers < 1:
+		return fmt.Errorf("--par %d: want at least 1", o.Workers)
+	case o.Sampler != study.RandomSampler && o.Sampler != study.GridSampler:
+		return fmt.Errorf("--sampler %q: want random or grid", o.Sampler)
+	case p.OOMCorrupts < 0 || p.OOMCorrupts > 1:
+		return fmt.Errorf("--oom-corrupts %v: want a probability in [0, 1]", p.OOMCorrupts)
+	case p.FaultRate < 0 || p.FaultRate > 1:
+		return fmt.Errorf("--fault-rate %v: want a probability in [0, 1]", p.FaultRate)
+	case p.ResetEvery < 0:
+		return fmt.Errorf("--reset-every %d: want 0 (never) or more", p.ResetEvery)
+	case p.MaxFailures < 1:
+		return fmt.Errorf("--max-failures %d: want at least 1", p.MaxFailures)
+	case p.EstimateMargin < 0:
+		return fmt.Errorf("--estimate-margin %v: want 0 or more", p.EstimateMargin)
+	case o.ComputeShare < 0 || o.ComputeShare > 1:
+		return fmt.Errorf("--compute-share %v: want a fraction in (0, 1]", o.ComputeShare)
+	case o.Stagger < 0 || o.Gap < 0 || o.StartupCost < 0:
+		return errors.New("--stagger, --gap and --startup cannot be negative")
+	}
+	if o.Sampler == study.GridSampler && o.Trials > o.Space.GridSize() {
+		return fmt.Errorf("--trials %d: the grid has only %d combinations", o.Trials, o.Space.GridSize())
+	}
+	return nil
+}
+
+func writeStudies(w io.Writer, format string, reps []study.Report) error {
+	switch format {
+	case "json":
+		return study.WriteJSON(w, reps)
+	case "markdown":
+		return study.WriteMarkdown(w, reps)
+	}
+	return study.WriteTable(w, reps)
+}
+
+// trialsWarnWriter writes the study's warnings as "memreplay trials: warning: ...".
+type trialsWarnWriter struct{ w io.Writer }
+
+func (p trialsWarnWriter) Write(b []byte) (int, error) {
+	if _, err := fmt.Fprintf(p.w, "memreplay trials: %s", b); err != nil {
+		return 0, err
+	}
+	return len(b), nil
+}

@@ -1,0 +1,425 @@
+package par
+
+import (
+	"math"
+	"math/rand/v2"
+	"runtime"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/workers"
+)
+
+// mix is one draw: the trials each of k workers runs, in order, and the
+// workers' start offsets. A worker's first TrialsPerWorker trials are the
+// counted ones; the rest are fillers (see runMix).
+type mix struct {
+	trials  [][]Trial
+	stagger []time.Duration
+}
+
+// draw makes mix m of PAR k. Worker w's trials and start offset come from
+// (Seed, m, w) alone: not from the setting, so that every setting sees the
+// same mixes, and not from k, so that PAR k+1's mix m is PAR k's plus one
+// worker. Rows then differ by what k and the settings do, not by the dice
+// (common random numbers), and throughput ratios between PARs compare the
+// same trials.
+func draw(o *Options, k, m int) mix {
+	mx := mix{trials: make([][]Trial, k), stagger: make([]time.Duration, k)}
+	for w := range mx.trials {
+		rng := rand.New(rand.NewPCG(o.Seed, uint64(m)<<32|uint64(w)))
+		var total time.Duration
+		for i := 0; i < 2*o.TrialsPerWorker; i++ {
+			t := o.Sample(rng)
+			if i < o.TrialsPerWorker {
+				total += t.Duration
+			}
+			mx.trials[w] = append(mx.trials[w], t)
+		}
+		maxStagger := o.MaxStagger
+		if maxStagger == 0 {
+			maxStagger = total / time.Duration(o.TrialsPerWorker)
+		}
+		if w > 0 && maxStagger > 0 {
+			mx.stagger[w] = time.Duration(rng.Int64N(int64(maxStagger)))
+		}
+	}
+	return mx
+}
+
+// mixResult is what one mix under one setting did.
+type mixResult struct {
+	sum         workers.Summary
+	tasks       int // counted trials (fillers excluded), and their outcomes
+	completed   int
+	pruned      int
+	failed      int
+	oom         bool // a trial that fits alone ran out of memory, or a context did not start
+	tooBig      int  // counted trials pruned that do not fit even alone
+	ooms        int64
+	retries     int64
+	rate        float64 // completed trials per second, steady state
+	deviceShare float64
+	resUnalloc  uint64 // max reserved-but-unallocated at a counted trial's end
+}
+
+// runMix runs mx under setting s.
+//
+// Each worker runs its TrialsPerWorker counted trials; a worker done with
+// them while another is still in its own goes on with filler trials (the
+// next draws of its stream), so that all k workers stay busy until the last
+// counted trial ends, as in a long study where workers never run out of
+// trials. Fillers load the GPU like any trial but are left out of the OOM
+// and per-trial figures, so every mix of PAR k counts k x TrialsPerWorker
+// trials.
+//
+// Throughput is measured in the window (T0, T1] in which all k workers are
+// at work with warm caches: T0 is when the last worker ends its first trial
+// (when it starts it, with one trial per worker), T1 when the last counted
+// trial ends. Each completed trial (counted or filler) counts for the
+// fraction of its run time that fell in the window, and the sum over the
+// window's length is the steady-state rate of a long study: neither the
+// staggered start (worker 0 alone for a while), nor the first trial's cold
+// cache (every segment a device call), nor a ragged end (fewer workers
+// sharing the GPU) counts for or against a PAR.
+func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult, error) {
+	k, T := len(mx.trials), o.TrialsPerWorker
+	pos := make([]int, k)
+	countedLeft := k * T // counted trials not yet ended
+	var res mixResult
+	var t0, t1, warm time.Duration
+	type span struct{ start, end time.Duration }
+	var completions []span // fillers included
+	var device, busy time.Duration
+	pol := o.Policy
+	pol.OnOOM = workers.PruneOnOOM
+	pol.RestartOnStickyError = true
+	cfg := s.Config
+	sum, err := workers.Run(workers.Options{
+		GPU:     sim.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		Alloc:   &cfg,
+		Workers: k,
+		Stagger: mx.stagger,
+		Policy:  pol,
+		Compute: workers.Compute{Share: o.Share},
+		Next: func(w int, now time.Duration) (workers.Task, bool) {
+			i := pos[w]
+			if i >= len(mx.trials[w]) || (i >= T && countedLeft == 0) {
+				return workers.Task{}, false
+			}
+			if i == 0 {
+				t0 = max(t0, now)
+			}
+			pos[w]++
+			t := mx.trials[w][i]
+			// IDs: counted trials first (1..k*T), then fillers.
+			id := w*T + i + 1
+			if i >= T {
+				id = k*T + w*T + (i - T) + 1
+			}
+			return workers.Task{ID: id, Label: t.Label, Open: t.Open}, true
+		},
+		Done: func(r workers.TaskResult) error {
+			if r.Outcome == workers.Completed {
+				completions = append(completions, span{r.Start, r.End})
+			}
+			device += r.DeviceTime
+			busy += r.End - r.Start
+			if r.Task.ID > k*T {
+				return nil // a filler
+			}
+			countedLeft--
+			t1 = max(t1, r.End)
+			if (r.Task.ID-1)%T == 0 {
+				warm = max(warm, r.End) // a worker's first trial ended
+			}
+			res.tasks++
+			w, i := (r.Task.ID-1)/T, (r.Task.ID-1)%T
+			switch r.Outcome {
+			case workers.Completed:
+				res.completed++
+			case workers.PrunedOOM:
+				res.pruned++
+				if fits(w, i) {
+					res.oom = true
+				} else {
+					res.tooBig++ // pruned at any PAR: not sharing's doing
+				}
+			default:
+				// A context that could not start (no faults are
+				// injected here): out of memory too.
+				res.failed++
+				res.oom = true
+			}
+			res.ooms += r.OOMs
+			res.retries += r.Retries
+			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
+			return nil
+		},
+	})
+	if err != nil {
+		return res, err
+	}
+	res.sum = sum
+	if T > 1 {
+		t0 = warm
+	}
+	if t1 > t0 {
+		n := 0.0
+		for _, c := range completions {
+			if in := min(c.end, t1) - max(c.start, t0); in > 0 {
+				n += float64(in) / float64(c.end-c.start)
+			}
+		}
+		res.rate = n / (t1 - t0).Seconds()
+	}
+	if busy > 0 {
+		res.deviceShare = float64(device) / float64(busy)
+	}
+	return res, nil
+}
+
+// solo is one trial run alone, in a fresh process on an empty GPU.
+type solo struct {
+	fits bool   // it completed
+	peak uint64 // its peak reserved bytes
+}
+
+func runSolo(o *Options, s *Setting, t Trial) (solo, error) {
+	var out solo
+	given := false
+	cfg := s.Config
+	_, err := workers.Run(workers.Options{
+		GPU:     sim.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		Alloc:   &cfg,
+		Workers: 1,
+		Next: func(int, time.Duration) (workers.Task, bool) {
+			if given {
+				return workers.Task{}, false
+			}
+			given = true
+			return workers.Task{ID: 1, Label: t.Label, Open: t.Open}, true
+		},
+		Done: func(r workers.TaskResult) error {
+			out = solo{fits: r.Outcome == workers.Completed, peak: r.PeakReserved}
+			return nil
+		},
+	})
+	return out, err
+}
+
+// Run runs the search and returns its report. Errors are bad options and
+// workload failures (a trace that cannot be read), named by the trial.
+//
+// First every counted trial of every mix runs alone (per setting): whether
+// it fits at all, and its peak for the naive estimate. A trial that does
+// not fit alone is pruned at any PAR; its OOM says nothing about sharing the
+// GPU, so it counts apart (Row.TooBig) and not towards P(OOM). Then the
+// mixes run.
+func Run(o Options) (*Report, error) {
+	if err := o.defaults(); err != nil {
+		return nil, err
+	}
+	K, M, T, S := o.MaxPAR, o.Mixes, o.TrialsPerWorker, len(o.Settings)
+	// PAR k's mix m is the first k workers of the K-worker draw.
+	full := make([]mix, M)
+	for m := range full {
+		full[m] = draw(&o, K, m)
+	}
+	sub := func(m, k int) mix { return mix{trials: full[m].trials[:k], stagger: full[m].stagger[:k]} }
+
+	// Solo runs: job j is setting j/(M*K*T), trial (m, w, i) = j%(M*K*T).
+	per := M * K * T
+	solos := make([]solo, S*per)
+	soloIdx := func(m, w, i int) int { return (m*K+w)*T + i }
+	// Mix runs: job j is setting j/(K*M), PAR j%(K*M)/M+1, mix j%M.
+	results := make([]mixResult, S*K*M)
+	total := len(solos) + len(results)
+	progress := newCounter(o.Progress, total)
+	err := parallel(o.Parallel, len(solos), func(j int) error {
+		s, r := j/per, j%per
+		m, w, i := r/(K*T), r%(K*T)/T, r%T
+		var err error
+		solos[j], err = runSolo(&o, &o.Settings[s], full[m].trials[w][i])
+		progress.add()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = parallel(o.Parallel, len(results), func(j int) error {
+		s, r := j/(K*M), j%(K*M)
+		k, m := r/M+1, r%M
+		fits := func(w, i int) bool { return solos[s*per+soloIdx(m, w, i)].fits }
+		var err error
+		results[j], err = runMix(&o, &o.Settings[s], sub(m, k), fits)
+		progress.add()
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	rep := &Report{
+		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Source: o.Source,
+		MaxPAR: K, Mixes: M, TrialsPerWorker: T, Seed: o.Seed,
+		Confidence: o.Confidence, Share: o.Share, MaxStagger: o.MaxStagger,
+		MixesNeeded: mixesNeeded(o.Confidence), Settings: o.Settings,
+	}
+	for i, s := range o.Settings {
+		rs := results[i*K*M : (i+1)*K*M]
+		rep.Results = append(rep.Results, aggregate(&o, s, rs, solos[i*per:(i+1)*per]))
+		for _, r := range rs {
+			rep.Events += r.sum.Events
+		}
+	}
+	return rep, nil
+}
+
+// parallel runs fn(0..n-1) on up to par goroutines (0: one per CPU) and
+// returns the error of the lowest j that failed, the same error whatever the
+// scheduling.
+func parallel(par, n int, fn func(j int) error) error {
+	if par <= 0 {
+		par = runtime.GOMAXPROCS(0)
+	}
+	errs := make([]error, n)
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for g := 0; g < min(par, n); g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				errs[j] = fn(j)
+			}
+		}()
+	}
+	for j := 0; j < n; j++ {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// counter reports progress from several goroutines, one call at a time.
+type counter struct {
+	mu    sync.Mutex
+	fn    func(done, total int)
+	done  int
+	total int
+}
+
+func newCounter(fn func(done, total int), total int) *counter {
+	return &counter{fn: fn, total: total}
+}
+
+func (c *counter) add() {
+	if c.fn == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.done++
+	c.fn(c.done, c.total)
+}
+
+// aggregate turns one setting's mixes into its rows and verdicts.
+func aggregate(o *Options, s Setting, rs []mixResult, solos []solo) Result {
+	K, M := o.MaxPAR, o.Mixes
+	out := Result{Setting: s.Name}
+	for k := 1; k <= K; k++ {
+		ms := rs[(k-1)*M : k*M]
+		row := Row{PAR: k, Mixes: M}
+		var used []uint64
+		var rate, waste, share float64
+		for _, r := range ms {
+			if r.oom {
+				row.MixesWithOOM++
+			}
+			row.TooBig += r.tooBig
+			row.Trials += r.tasks
+			row.Completed += r.completed
+			row.PrunedOOM += r.pruned
+			row.Failed += r.failed
+			row.OOMs += r.ooms
+			row.Retries += r.retries
+			used = append(used, r.sum.PeakDeviceUsed)
+			if r.sum.PeakReserved > 0 {
+				waste += 1 - float64(r.sum.PeakLive)/float64(r.sum.PeakReserved)
+			}
+			row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.resUnalloc)
+			rate += r.rate
+			share += r.deviceShare
+		}
+		row.POOM = float64(row.MixesWithOOM) / float64(M)
+		row.POOMUpper = wilsonUpper(row.MixesWithOOM, M, o.Confidence)
+		row.PeakUsedMax = slices.Max(used)
+		row.PeakUsedMedian = median(used)
+		row.HeadroomMin = o.Capacity - min(o.Capacity, row.PeakUsedMax)
+		row.Waste = waste / float64(M)
+		row.TrialsPerHour = rate / float64(M) * 3600
+		row.DeviceTimeShare = share / float64(M)
+		if k > 1 && out.Rows[0].TrialsPerHour > 0 {
+			row.Speedup = row.TrialsPerHour / out.Rows[0].TrialsPerHour
+		} else if k == 1 {
+			row.Speedup = 1
+		}
+		out.Rows = append(out.Rows, row)
+	}
+	limit := 1 - o.Confidence
+	for _, row := range out.Rows {
+		if row.POOMUpper >= limit {
+			break
+		}
+		out.SafePAR = row.PAR
+	}
+	for _, row := range out.Rows {
+		if row.MixesWithOOM > 0 {
+			break
+		}
+		out.NoOOMPAR = row.PAR
+	}
+	for _, row := range out.Rows[:out.SafePAR] {
+		if out.BestPAR == 0 || row.TrialsPerHour > out.Rows[out.BestPAR-1].TrialsPerHour {
+			out.BestPAR = row.PAR
+		}
+	}
+	// The naive estimate takes the peaks of the trials that fit alone: the
+	// ones a user sees run.
+	var solo []uint64
+	for _, x := range solos {
+		if x.fits {
+			solo = append(solo, x.peak)
+		} else {
+			out.SoloTooBig++
+		}
+	}
+	out.SoloTrials = len(solos)
+	if len(solo) > 0 {
+		out.SoloPeakReservedMedian = median(solo)
+		out.SoloPeakReservedMax = slices.Max(solo)
+		out.NaiveMedian = naive(o.Capacity, out.SoloPeakReservedMedian, o.ContextOverhead)
+		out.NaiveMax = naive(o.Capacity, out.SoloPeakReservedMax, o.ContextOverhead)
+	}
+	return out
+}
+
+// naive is the hand estimate floor(0.9 x capacity / (peak + context)).
+func naive(capacity, peak, ctx uint64) int {
+	return int(math.Floor(NaiveFraction * float64(capacity) / float64(peak+ctx)))
+}
+
+// median is the lower median: a value that was observed.
+func median(v []uint64) uint64 {
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}

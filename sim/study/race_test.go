@@ -1,0 +1,7 @@
+//go:build race
+
+package study
+
+// trialsN shrinks the studies under the race detector, which makes them
+// several times slower; the plain run keeps the full size.
+func trialsN(n int) int { return max(6, n/4) }

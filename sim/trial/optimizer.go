@@ -1,0 +1,132 @@
+package trial
+
+// The optimizer step as HF Trainer runs it: GradScaler.unscale_ (fp16),
+// clip_grad_norm_, optimizer.step(), model.zero_grad(set_to_none=True).
+
+// groups returns the parameter indices of HF's two parameter groups:
+// weight-decay ones (weights) and the rest (biases, norms), in order.
+func (g *gen) groups() [2][]int {
+	var gs [2][]int
+	for i, p := range g.params {
+		if p.decay {
+			gs[0] = append(gs[0], i)
+		} else {
+			gs[1] = append(gs[1], i)
+		}
+	}
+	return gs
+}
+
+func (g *gen) optimizerStep() {
+	var scaler []*tensor
+	if g.spec.precision() == FP16 {
+		scaler = append(scaler, g.alloc(1, 4, -1, "scaler.inv_scale"), g.alloc(1, 4, -1, "scaler.found_inf"))
+		g.cost(g.bw(g.gradBytes * 2))
+	}
+	g.clipGradNorm()
+	g.optStep++
+	gs := g.groups()
+	switch g.spec.optimizer() {
+	case AdamW, AdamWFused, AdamWLoop:
+		for _, grp := range gs {
+			g.adamwGroup(grp)
+		}
+	case SGD:
+		g.cost(g.bw(g.gradBytes * 3))
+	}
+	for _, t := range scaler {
+		g.free(t)
+	}
+	// zero_grad(set_to_none=True): the gradients go.
+	for i, t := range g.pgrad {
+		if t != nil {
+			g.free(t)
+			g.pgrad[i] = nil
+		}
+	}
+	g.gradBytes = 0
+}
+
+// clipGradNorm is torch.nn.utils.clip_grad_norm_ with foreach: a norm per
+// gradient, stacked, the total norm, the clip coefficient clamped; the
+// gradients are scaled in place.
+func (g *gen) clipGradNorm() {
+	var norms []*tensor
+	for _, t := range g.pgrad {
+		if t != nil {
+			norms = append(norms, g.alloc(1, 4, -1, "clip_grad_norm.norm"))
+		}
+	}
+	if len(norms) == 0 {
+		return
+	}
+	st := g.alloc(uint64(len(norms)), 4, -1, "clip_grad_norm.stack")
+	total := g.alloc(1, 4, -1, "clip_grad_norm.total")
+	g.free(st)
+	for _, t := range norms {
+		g.free(t)
+	}
+	coef := g.alloc(1, 4, -1, "clip_grad_norm.coef")
+	clamped := g.alloc(1, 4, -1, "clip_grad_norm.coef_clamped")
+	g.free(coef)
+	g.cost(g.bw(g.gradBytes * 2))
+	g.free(clamped)
+	g.free(total)
+}
+
+// adamwGroup is one parameter group's AdamW update. torch creates the
+// state lazily at the first step, per parameter in order (exp_avg then
+// exp_avg_sq; fused also puts the step counter on the device).
+func (g *gen) adamwGroup(grp []int) {
+	if g.optState == nil {
+		g.optState = make([]*tensor, 3*len(g.params))
+	}
+	opt := g.spec.optimizer()
+	for _, i := range grp {
+		if g.pgrad[i] == nil || g.optState[3*i] != nil {
+			continue
+		}
+		n := g.params[i].elems
+		g.optState[3*i] = g.alloc(n, 4, g.params[i].site.layer, "optimizer.exp_avg")
+		g.optState[3*i+1] = g.alloc(n, 4, g.params[i].site.layer, "optimizer.exp_avg_sq")
+		if opt == AdamWFused {
+			g.optState[3*i+2] = g.alloc(1, 4, -1, "optimizer.step")
+		}
+	}
+	var bytes uint64
+	for _, i := range grp {
+		if g.pgrad[i] != nil {
+			bytes += 4 * g.params[i].elems
+		}
+	}
+	switch opt {
+	case AdamW:
+		// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one
+		// temporary per tensor, all alive until the addcdiv_.
+		var tmp []*tensor
+		for _, i := range grp {
+			if g.pgrad[i] != nil {
+				tmp = append(tmp, g.alloc(g.params[i].elems, 4, g.params[i].site.layer, "optimizer.exp_avg_sq_sqrt"))
+			}
+		}
+		g.cost(g.bw(bytes * 9))
+		for _, t := range tmp {
+			g.free(t)
+		}
+	case AdamWLoop:
+		// denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+		for _, i := range grp {
+			if g.pgrad[i] == nil {
+				continue
+			}
+			n, l := g.params[i].elems, g.params[i].site.layer
+			sq := g.alloc(n, 4, l, "optimizer.exp_avg_sq_sqrt")
+			den := g.alloc(n, 4, l, "optimizer.denom")
+			g.free(sq)
+			g.cost(g.bw(4 * n * 9))
+			g.free(den)
+		}
+	default:
+		g.cost(g.bw(bytes * 7))
+	}
+}

@@ -1,0 +1,241 @@
+package trial
+
+import (
+	"fmt"
+	"io"
+	"math"
+
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+// Source is the Header().Source of a trial's trace.
+const Source = "memreplay-trial"
+
+// Reader streams the trial's events as a trace.Reader on device 0, stream
+// 0 (see the package comment for what they are).
+func (s Spec) Reader() (trace.Reader, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &reader{s: s, g: newGen(s), sc: newSchedule(s)}, nil
+}
+
+type reader struct {
+	s     Spec
+	g     *gen
+	sc    *schedule
+	pos   int
+	clock float64 // the current phase's start, microseconds
+	done  bool
+}
+
+func (r *reader) Header() trace.Header {
+	return trace.Header{
+		Version: trace.FormatVersion,
+		Source:  Source,
+		Devices: []trace.Device{{Index: 0}},
+		Tools:   map[string]string{"memreplay-trial": ModelVersion},
+		Notes:   []string{"trial model: " + r.s.String()},
+	}
+}
+
+// ModelVersion changes whenever the generated sequence for a Spec changes.
+const ModelVersion = "1"
+
+func (r *reader) Stacks() *trace.Stacks            { return r.g.stacks }
+func (r *reader) Initial() ([]trace.Segment, bool) { return nil, false }
+func (r *reader) Final() ([]trace.Segment, bool)   { return nil, false }
+func (r *reader) Close() error                     { return nil }
+
+func (r *reader) Next(e *trace.Event) error {
+	for r.pos >= len(r.g.buf) {
+		if r.done {
+			return io.EOF
+		}
+		r.fill()
+	}
+	*e = r.g.buf[r.pos]
+	r.pos++
+	return nil
+}
+
+// fill generates the next phase's events and stamps their times: the phase
+// spans [clock, clock+phaseUS), each event placed by the op cost before it.
+func (r *reader) fill() {
+	g := r.g
+	g.buf, g.costAt, g.costNow, r.pos = g.buf[:0], g.costAt[:0], 0, 0
+	p, ok := r.sc.next()
+	if !ok {
+		r.done = true
+		return
+	}
+	switch p.kind {
+	case phLoad:
+		g.mark(trace.ActionTrialStart, r.s.String())
+		g.load()
+	case phMicro:
+		if p.index == 1 {
+			g.mark(trace.ActionMarker, fmt.Sprintf("step %d", p.step))
+		}
+		g.micro(p)
+	case phOptim:
+		g.optimizerStep()
+	case phEval:
+		if p.index == 1 {
+			g.mark(trace.ActionMarker, fmt.Sprintf("eval after step %d", p.step))
+		}
+		g.evalBatch(p)
+	case phTeardown:
+		g.teardown()
+	}
+	dur := r.s.phaseUS(p)
+	total := g.costNow
+	for i := range g.buf {
+		f := 0.0
+		if total > 0 {
+			f = g.costAt[i] / total
+		}
+		g.buf[i].TimeUS = int64(math.Floor(r.clock + f*dur))
+	}
+	r.clock += dur
+	if p.kind == phTeardown {
+		g.mark(trace.ActionTrialEnd, r.s.String())
+		g.buf[len(g.buf)-1].TimeUS = int64(math.Floor(r.clock))
+		r.done = true
+	}
+}
+
+// load is model.to("cuda"): every parameter, then the registered buffers.
+func (g *gen) load() {
+	for i, p := range g.params {
+		t := g.newTensor(p.elems, 4, g.site(p.site.layer, p.site.kind))
+		t.param = int32(i)
+		g.ptens[i] = t
+		g.cost(float64(t.size()))
+	}
+	m := g.m
+	P := u(m.MaxPositions)
+	switch m.arch() {
+	case DecoderLM:
+		if P > 0 {
+			d := u(m.Hidden / m.Heads)
+			g.bufs = append(g.bufs, g.alloc(P*d/2, 4, -1, "rope.cos"), g.alloc(P*d/2, 4, -1, "rope.sin"))
+		}
+	default:
+		if P > 0 {
+			g.bufs = append(g.bufs, g.alloc(P, 8, -1, "embeddings.position_ids"))
+		}
+		if m.TypeVocab > 0 && P > 0 {
+			g.bufs = append(g.bufs, g.alloc(P, 8, -1, "embeddings.token_type_ids"))
+		}
+	}
+}
+
+// inputs moves a batch to the device (HF _prepare_inputs): int64
+// input_ids, attention_mask (encoders), token_type_ids (when the model has
+// token types), labels (per sequence, or per token for an LM).
+func (g *gen) inputs() []*tensor {
+	BS := g.B * g.S
+	in := []*tensor{g.alloc(BS, 8, -1, "batch.input_ids")}
+	if g.m.arch() == DecoderLM {
+		return append(in, g.alloc(BS, 8, -1, "batch.labels"))
+	}
+	in = append(in, g.alloc(BS, 8, -1, "batch.attention_mask"))
+	if g.m.TypeVocab > 0 {
+		in = append(in, g.alloc(BS, 8, -1, "batch.token_type_ids"))
+	}
+	return append(in, g.alloc(g.B, 8, -1, "batch.labels"))
+}
+
+// micro is one training micro-batch: forward under autocast, the loss
+// scaled for accumulation (and by GradScaler), backward.
+func (g *gen) micro(p phase) {
+	g.S = uint64(p.seq)
+	in := g.inputs()
+	loss, logits := g.forward()
+	g.clearCastCache() // the autocast region ends with the loss
+	if g.spec.gradAccum() > 1 {
+		l2 := g.op(-1, "loss.scaled_for_accumulation", 1, 4, []*tensor{loss}, 0)
+		g.drop(loss)
+		loss = l2
+	}
+	if g.spec.precision() == FP16 {
+		l2 := g.op(-1, "loss.grad_scaler", 1, 4, []*tensor{loss}, 0)
+		g.drop(loss)
+		loss = l2
+	}
+	g.backward(loss)
+	g.drop(loss)
+	g.drop(logits)
+	for _, t := range in {
+		g.drop(t)
+	}
+}
+
+// evalBatch is one batch of an evaluation pass (model.eval(), no_grad):
+// the loss per example and (for classifiers) the logits are gathered with
+// torch.cat, a new buffer each batch.
+func (g *gen) evalBatch(p phase) {
+	g.S = uint64(p.seq)
+	g.eval = true
+	g.noGrad++
+	in := g.inputs()
+	loss, logits := g.forward()
+	g.clearCastCache()
+	rep := g.alloc(g.B, 4, -1, "eval.losses.batch")
+	g.drop(loss)
+	g.losses = g.concat(g.losses, rep, "eval.losses")
+	g.drop(rep)
+	if g.m.arch() != DecoderLM {
+		g.preds = g.concat(g.preds, logits, "eval.preds")
+	}
+	g.drop(logits)
+	for _, t := range in {
+		g.drop(t)
+	}
+	if p.last {
+		g.drop(g.preds)
+		g.drop(g.losses)
+		g.preds, g.losses = nil, nil
+	}
+	g.noGrad--
+	g.eval = false
+}
+
+// concat is HF's nested_concat: torch.cat((acc, x)) into a new tensor.
+func (g *gen) concat(acc, x *tensor, kind string) *tensor {
+	n := x.elems
+	if acc != nil {
+		n += acc.elems
+	}
+	t := g.alloc(n, x.bytes, -1, kind)
+	g.drop(acc)
+	return t
+}
+
+// teardown frees what the trial owned: optimizer state, any gradients,
+// buffers, weights.
+func (g *gen) teardown() {
+	for i, t := range g.optState {
+		if t != nil {
+			g.free(t)
+			g.optState[i] = nil
+		}
+	}
+	for i, t := range g.pgrad {
+		if t != nil {
+			g.free(t)
+			g.pgrad[i] = nil
+		}
+	}
+	for _, t := range g.bufs {
+		g.drop(t)
+	}
+	g.bufs = nil
+	for i, t := range g.ptens {
+		if t != nil {
+			g.free(t)
+			g.ptens[i] = nil
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package workers
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/trace"
+)
+
+// apply makes the request e stands for. Errors from the allocator come back
+// as they are (the caller sorts OOMs and sticky errors from bad input); a
+// trace that contradicts itself (a free of an address the task does not
+// hold) is bad input.
+func (w *worker) apply(e *trace.Event) error {
+	switch e.Action {
+	case trace.ActionAlloc:
+		if _, dup := w.live[e.Addr]; dup {
+			return fmt.Errorf("alloc at %#x, which the trial already holds", e.Addr)
+		}
+		b, err := w.a.Malloc(e.Size, allocator.Stream(e.Stream))
+		if err != nil {
+			return err
+		}
+		w.live[e.Addr] = live{b: b}
+		w.hold(b.RequestedSize())
+	case trace.ActionFreeRequested:
+		l, ok := w.live[e.Addr]
+		switch {
+		case !ok:
+			return fmt.Errorf("free of unknown address %#x", e.Addr)
+		case l.freed:
+			return fmt.Errorf("double free of %#x", e.Addr)
+		}
+		if err := w.a.Free(l.b); err != nil {
+			return err
+		}
+		w.drop(l.b.RequestedSize())
+		if len(l.streams) == 0 {
+			delete(w.live, e.Addr)
+			return nil
+		}
+		// Back in its pool once the streams it was used on catch up:
+		// the trace's free_completed says when.
+		l.freed = true
+		w.live[e.Addr] = l
+	case trace.ActionFreeCompleted:
+		l, ok := w.live[e.Addr]
+		if !ok {
+			return nil // returned at its request already
+		}
+		if !l.freed {
+			return fmt.Errorf("free_completed of %#x, which was not freed", e.Addr)
+		}
+		delete(w.live, e.Addr)
+		for _, s := range l.streams {
+			w.proc.CompleteEvents(s)
+		}
+		return w.a.ProcessEvents()
+	case trace.ActionRecordStream:
+		l, ok := w.live[e.Addr]
+		if !ok || l.freed {
+			return fmt.Errorf("record_stream of %#x, which is not allocated", e.Addr)
+		}
+		s := allocator.Stream(e.Stream)
+		if err := w.a.RecordStream(l.b, s); err != nil {
+			return err
+		}
+		if !slices.Contains(l.streams, s) {
+			l.streams = append(l.streams, s)
+		}
+		w.live[e.Addr] = l
+	case trace.ActionEmptyCache:
+		return w.a.EmptyCache()
+	case trace.ActionStreamSync:
+		w.proc.CompleteEvents(allocator.Stream(e.Stream))
+	}
+	// trial_start/trial_end bracket the task; markers annotate; segment_*
+	// and oom entries are the recording allocator's decisions, which this
+	// allocator makes for itself.
+	return nil
+}
+
+// releaseAll frees every block the task still holds, in address order so
+// that the allocator's state after it does not depend on map order. Blocks
+// waiting for their streams are let go: the trial is over, so is its work.
+func (w *worker) releaseAll() error {
+	if len(w.live) == 0 {
+		return nil
+	}
+	addrs := make([]uint64, 0, len(w.live))
+	for a := range w.live {
+		addrs = append(addrs, a)
+	}
+	slices.Sort(addrs)
+	waited := false
+	for _, addr := range addrs {
+		l := w.live[addr]
+		delete(w.live, addr)
+		if l.freed {
+			for _, s := range l.streams {
+				w.proc.CompleteEvents(s)
+			}
+			waited = true
+			continue
+		}
+		if err := w.a.Free(l.b); err != nil {
+			return err
+		}
+		w.drop(l.b.RequestedSize())
+		if len(l.streams) > 0 {
+			for _, s := range l.streams {
+				w.proc.CompleteEvents(s)
+			}
+			waited = true
+		}
+	}
+	if waited {
+		return w.a.ProcessEvents()
+	}
+	return nil
+}
+
+// hold and drop keep the live-byte sums (the worker's and the run's).
+func (w *worker) hold(n uint64) {
+	w.liveBytes += n
+	w.r.live += n
+	if w.r.live > w.r.sum.PeakLive {
+		w.r.sum.PeakLive = w.r.live
+	}
+}
+
+func (w *worker) drop(n uint64) {
+	w.liveBytes -= n
+	w.r.live -= n
+}

@@ -1,0 +1,85 @@
+package workers_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/trial"
+	"github.com/memreplay/memreplay/sim/workers"
+)
+
+// BenchmarkFourWorkers measures the engine: four workers, each running two
+// training-shaped trials (24 layers, 40 steps: 5,834 events each) on
+// a 24 GiB GPU, in events applied per second of real time.
+func BenchmarkFourWorkers(b *testing.B) {
+	lists := make([][]*trace.Trace, 4)
+	for w := range lists {
+		for i := 0; i < 2; i++ {
+			lists[w] = append(lists[w], training("bench", uint64(10*w+i), 24, 40, (16+uint64(w)*8)*miB))
+		}
+	}
+	var events int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		sum, err := workers.Run(workers.Options{
+			GPU: sim.Options{Capacity: 24 * giB}, Workers: 4,
+			Stagger: []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond},
+			Compute: workers.Compute{Share: 0.5},
+			Next:    queue(lists...),
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Completed != 8 {
+			b.Fatalf("%+v", sum)
+		}
+		events += sum.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkFourWorkersTrialModel is the engine under `memreplay par`: four
+// workers running sim/trial's BERT-base and RoBERTa-base trials (two steps
+// each, generated as they are read) on a 24 GiB GPU.
+func BenchmarkFourWorkersTrialModel(b *testing.B) {
+	specs := benchSpecs(b)
+	var events int64
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		n := 0
+		sum, err := workers.Run(workers.Options{
+			GPU: sim.Options{Capacity: 24 * giB}, Workers: 4,
+			Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
+			Compute: workers.Compute{Share: 0.5},
+			Next: func(w int, now time.Duration) (workers.Task, bool) {
+				if n >= 8 {
+					return workers.Task{}, false
+				}
+				n++
+				return specTask(n, specs[n%len(specs)]), true
+			},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if sum.Completed != 8 {
+			b.Fatalf("%+v", sum)
+		}
+		events += sum.Events
+	}
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+func benchSpecs(b *testing.B) []trial.Spec {
+	var out []trial.Spec
+	for i, name := range []string{"bert-base", "roberta-base"} {
+		m, err := trial.LookupModel(name)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, trial.Spec{Model: m, Batch: 8 + 8*i, SeqLen: 128, Steps: 2, Precision: trial.FP16, Seed: uint64(i)})
+	}
+	return out
+}

@@ -1,0 +1,136 @@
+package workers
+
+// The clock: wall time and compute time (see the package comment, "The
+// clock"). Every worker is either computing (its next event is a given amount
+// of trial compute away) or waiting (a device call, a gap, a stagger: its next
+// step is at a given wall time). Computing workers share the GPU: while n of
+// them compute, each progresses at speed(n) trial-seconds per wall-second.
+//
+// The scheduler keeps a virtual compute clock v that advances at speed(n) for
+// every computing worker alike, so a computing worker's next event happens
+// when v reaches a fixed key (v at the time it began computing plus the
+// compute it needs). Keys do not change when n changes; only the mapping of
+// v to wall time does. That is what lets two small heaps order the steps of
+// all workers exactly, without re-keying anyone when a worker starts or
+// stops computing.
+
+// entry is a worker's place in one of the heaps: key is a v target (compute
+// heap) or a wall time in nanoseconds (wait heap).
+type entry struct {
+	key float64
+	w   int
+}
+
+// minHeap orders entries by key, then worker index (the tie rule that makes
+// runs deterministic).
+type minHeap []entry
+
+func (h minHeap) less(i, j int) bool {
+	if h[i].key != h[j].key {
+		return h[i].key < h[j].key
+	}
+	return h[i].w < h[j].w
+}
+
+func (h *minHeap) push(e entry) {
+	*h = append(*h, e)
+	s := *h
+	i := len(s) - 1
+	for i > 0 {
+		p := (i - 1) / 2
+		if !s.less(i, p) {
+			break
+		}
+		s[i], s[p] = s[p], s[i]
+		i = p
+	}
+}
+
+func (h *minHeap) pop() entry {
+	s := *h
+	top := s[0]
+	n := len(s) - 1
+	s[0] = s[n]
+	s = s[:n]
+	i := 0
+	for {
+		l, r, m := 2*i+1, 2*i+2, i
+		if l < n && s.less(l, m) {
+			m = l
+		}
+		if r < n && s.less(r, m) {
+			m = r
+		}
+		if m == i {
+			break
+		}
+		s[i], s[m] = s[m], s[i]
+		i = m
+	}
+	*h = s
+	return top
+}
+
+// scheduler is the run's one clock.
+type scheduler struct {
+	share   float64 // Compute.Share
+	now     float64 // wall time, ns
+	v       float64 // virtual compute time, ns
+	compute minHeap
+	wait    minHeap
+}
+
+// speed is the rate at which each of n computing trials progresses: a trial
+// alone uses share of the GPU, so up to 1/share of them run at full speed and
+// more divide the GPU between them.
+func speed(n int, share float64) float64 {
+	if n == 0 {
+		return 1
+	}
+	s := 1 / (float64(n) * share)
+	if s > 1 {
+		return 1
+	}
+	return s
+}
+
+// computeFor schedules w's next step after ns nanoseconds of its trial's
+// compute.
+func (s *scheduler) computeFor(w int, ns float64) {
+	s.compute.push(entry{key: s.v + ns, w: w})
+}
+
+// waitFor schedules w's next step ns nanoseconds of wall time from now.
+func (s *scheduler) waitFor(w int, ns float64) {
+	s.wait.push(entry{key: s.now + ns, w: w})
+}
+
+// computing is how many workers compute now.
+func (s *scheduler) computing() int { return len(s.compute) }
+
+// next advances the clock to the earliest step of any worker and returns the
+// worker; ok is false when no worker has a step left.
+func (s *scheduler) next() (w int, ok bool) {
+	hasC, hasW := len(s.compute) > 0, len(s.wait) > 0
+	if !hasC && !hasW {
+		return 0, false
+	}
+	sp := speed(len(s.compute), s.share)
+	var tc float64
+	if hasC {
+		tc = s.now + (s.compute[0].key-s.v)/sp
+	}
+	takeCompute := hasC && (!hasW || tc < s.wait[0].key || (tc == s.wait[0].key && s.compute[0].w < s.wait[0].w))
+	if takeCompute {
+		e := s.compute.pop()
+		s.now = tc
+		s.v = e.key // exact, so that float rounding never reorders a worker's own steps
+		return e.w, true
+	}
+	e := s.wait.pop()
+	if hasC {
+		s.v += (e.key - s.now) * sp
+	}
+	s.now = e.key
+	return e.w, true
+}

@@ -1,0 +1,101 @@
+package workers
+
+import (
+	"time"
+
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim"
+)
+
+// run is one Run's state: the GPU, the clock and the workers.
+type run struct {
+	o       Options
+	cfg     config.Config
+	gpu     *sim.GPU
+	clock   scheduler
+	workers []*worker
+	sum     Summary
+	stopped bool // StopOnOOM fired
+	// used is the GPU's used bytes as of the last device call, kept so that
+	// the Timeline and the peak need no lock per event.
+	used uint64
+	// procs counts live processes, whose contexts used includes; live
+	// sums the bytes the workers' trials hold.
+	procs int
+	live  uint64
+}
+
+func newRun(o Options) (*run, error) {
+	gpu, err := sim.NewGPU(o.GPU)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{o: o, gpu: gpu}
+	if o.Alloc != nil {
+		r.cfg = *o.Alloc
+	} else {
+		r.cfg = config.Default()
+	}
+	if r.o.Policy.OnOOM == "" {
+		r.o.Policy.OnOOM = PruneOnOOM
+	}
+	if r.o.Policy.MaxConsecutiveFailures == 0 {
+		r.o.Policy.MaxConsecutiveFailures = DefaultMaxConsecutiveFailures
+	}
+	r.clock.share = o.Compute.Share
+	if r.clock.share == 0 {
+		r.clock.share = 1
+	}
+	r.sum.Capacity = gpu.Capacity()
+	r.workers = make([]*worker, o.Workers)
+	for i := range r.workers {
+		r.workers[i] = &worker{id: i, r: r, live: map[uint64]live{}}
+		var at time.Duration
+		if i < len(o.Stagger) {
+			at = o.Stagger[i]
+		}
+		r.clock.waitFor(i, float64(at))
+	}
+	return r, nil
+}
+
+// loop applies every worker's steps in time order until none is left.
+func (r *run) loop() error {
+	for !r.stopped {
+		w, ok := r.clock.next()
+		if !ok {
+			break
+		}
+		if err := r.workers[w].step(); err != nil {
+			return err
+		}
+	}
+	if r.stopped && r.nowD() > r.sum.Makespan {
+		r.sum.Makespan = r.nowD()
+	}
+	r.sum.DeviceTime = r.gpu.Counters().Total.Time
+	return nil
+}
+
+// nowD is the clock as a Duration.
+func (r *run) nowD() time.Duration { return time.Duration(r.clock.now) }
+
+// observe notes the GPU's use after a step that may have changed it.
+func (r *run) observe() {
+	r.used = r.gpu.Used()
+	if r.used > r.sum.PeakDeviceUsed {
+		r.sum.PeakDeviceUsed = r.used
+	}
+	if res := r.used - uint64(r.procs)*r.gpu.ContextOverhead(); res > r.sum.PeakReserved {
+		r.sum.PeakReserved = res
+	}
+}
+
+// closeAll ends what is still running (the run stopped early or failed):
+// readers are closed and processes exit.
+func (r *run) closeAll() {
+	for _, w := range r.workers {
+		w.closeReader()
+		w.exit()
+	}
+}
