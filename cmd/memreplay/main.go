@@ -1,9 +1,13 @@
 // Command memreplay replays GPU memory traces through a PyTorch-exact
 // caching allocator on a simulated GPU: `replay` reports where the memory
 // went (and with --check proves every decision matches the recording),
-// `compare` runs several allocator settings side by side, `inspect` says
-// what a trace holds, `convert` writes memreplay's streaming trace format,
-// and `demo` runs a built-in fine-tuning workload.
+// `compare` runs several allocator settings side by side, `report` writes
+// a self-contained HTML memory report, `inspect` says what a trace holds,
+// `convert` writes memreplay's streaming trace format; `par` answers how
+// many trials fit on one GPU at once, `trials` runs a whole HPO study on
+// the simulated GPU with the seeds' policies, `synth` generates the trace
+// of one fine-tuning trial from its hyperparameters, and `demo` runs a
+// built-in fine-tuning workload.
 //
 // Exit codes: 0 ok; 1 the run worked but a check failed (with --fail-on-oom,
 // an out-of-memory error); 2 bad usage or bad input.
@@ -23,8 +27,13 @@ const usage = `memreplay: replay GPU memory traces through a PyTorch-exact cachi
 Usage:
   memreplay replay [flags] TRACE     replay a trace and report where the memory went
   memreplay compare [flags] TRACE    replay under several allocator settings side by side
+  memreplay report [flags] TRACE... -o report.html
+                                     write a self-contained HTML memory report
   memreplay inspect [flags] TRACE    say what a trace holds
   memreplay convert IN OUT           convert a trace to memreplay's streaming format
+  memreplay par [flags] [TRACE...]   how many trials fit on one GPU at once (PAR)
+  memreplay trials [flags]           run an HPO study on the simulated GPU
+  memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
   memreplay demo [flags]             run the allocator on a built-in fine-tuning workload
   memreplay help [command]           show help
 
@@ -54,7 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var err error
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
 		"replay": replayCmd, "compare": compareCmd, "inspect": inspectCmd,
-		"convert": convertCmd, "demo": demoCmd,
+		"convert": convertCmd, "demo": demoCmd, "report": reportCmd,
+		"par": parCmd, "trials": trialsCmd, "synth": synthCmd,
 	}
 	switch cmd := cmds[args[0]]; {
 	case cmd != nil:

@@ -49,3 +49,18 @@ func TestDemoFailOnOOM(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, stdout, "CUDA out of memory")
 }
+
+// Every command the usage lists is reachable through run, with its own
+// help: a command written but not registered would fail here.
+func TestEveryCommandRegistered(t *testing.T) {
+	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo"} {
+		require.Contains(t, usage, "memreplay "+c+" ", c)
+		code, stdout, stderr := runCLI("help", c)
+		require.Equal(t, 0, code, c)
+		require.Contains(t, stdout, "memreplay "+c+" ", c)
+		require.Contains(t, stdout, "Examples:", c)
+		code, _, stderr = runCLI(c, "--no-such-flag")
+		require.Equal(t, 2, code, c)
+		require.Contains(t, stderr, "no-such-flag", c)
+	}
+}

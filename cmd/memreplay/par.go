@@ -4,9 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 	"time"
 
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/sim"
 	simpar "github.com/memreplay/memreplay/sim/par"
 	"github.com/memreplay/memreplay/sim/study"
@@ -43,8 +46,8 @@ Examples:
   # recorded traces instead of the model (each file's trials are drawn at random)
   memreplay par --capacity 16GiB run1.mrt run2.pickle --alloc-conf "" \
       --alloc-conf expandable_segments:True,max_split_size_mb:128
-  # Markdown for a PR or docs
-  memreplay par --format markdown > par.md
+  # Markdown for a PR or docs, and the charts as a page
+  memreplay par --format markdown --html par.html > par.md
 
 Flags:
 `
@@ -67,6 +70,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
+	html := fs.String("html", "", "also write a self-contained HTML page with P(OOM) and throughput against PAR to this file")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -160,6 +164,11 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if *html != "" {
+		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: parSection(rep)}); err != nil {
+			return err
+		}
+	}
 	switch *format {
 	case "json":
 		enc := json.NewEncoder(stdout)
@@ -169,4 +178,45 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		return simpar.WriteMarkdown(stdout, rep)
 	}
 	return simpar.WriteTable(stdout, rep)
+}
+
+// parSection is the page's view of a PAR search: P(OOM) and trials per
+// hour for each setting and PAR, and where each setting saturates (the
+// first PAR at which a mix ran out of memory).
+func parSection(r *simpar.Report) *report.PARSection {
+	sec := &report.PARSection{
+		Title: fmt.Sprintf("%s GPU, %s per context; %s; %d mixes per PAR, seed %d",
+			allocator.FormatSize(r.Capacity), allocator.FormatSize(r.ContextOverhead), r.Source, r.Mixes, r.Seed),
+		ThroughputUnit: "trials/h",
+	}
+	for k := 1; k <= r.MaxPAR; k++ {
+		sec.K = append(sec.K, k)
+	}
+	for _, res := range r.Results {
+		name := res.Setting
+		if name == "" {
+			name = "(PyTorch defaults)"
+		}
+		sec.Settings = append(sec.Settings, name)
+		poom := make([]float64, len(sec.K))
+		tput := make([]float64, len(sec.K))
+		for j := range sec.K {
+			poom[j], tput[j] = math.NaN(), math.NaN()
+		}
+		for _, row := range res.Rows {
+			if j := row.PAR - 1; j >= 0 && j < len(sec.K) {
+				poom[j], tput[j] = row.POOM, row.TrialsPerHour
+			}
+		}
+		sec.POOM = append(sec.POOM, poom)
+		sec.Throughput = append(sec.Throughput, tput)
+		sat := 0
+		if res.NoOOMPAR < r.MaxPAR {
+			sat = res.NoOOMPAR + 1
+		}
+		sec.Saturation = append(sec.Saturation, sat)
+		sec.Notes = append(sec.Notes, fmt.Sprintf("%s: safe PAR at %s confidence %d, no OOM seen up to PAR %d, naive estimate %d (median trial) / %d (largest)",
+			name, fmt.Sprintf("%.0f%%", 100*r.Confidence), res.SafePAR, res.NoOOMPAR, res.NaiveMedian, res.NaiveMax))
+	}
+	return sec
 }

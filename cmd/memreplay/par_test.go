@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -138,4 +139,57 @@ func parExitCode(err error) int {
 		return 1
 	}
 	return 2
+}
+
+// --html writes the PAR page with the same figures the JSON report has:
+// one P(OOM) and one throughput per setting and PAR, and the saturation
+// level where the JSON says OOMs began.
+func TestParHTML(t *testing.T) {
+	space := tinySpace(t)
+	page := filepath.Join(t.TempDir(), "par.html")
+	var out, errb bytes.Buffer
+	require.NoError(t, parCmd(quickPar(space, "--format", "json", "--html", page), &out, &errb), errb.String())
+	var rep struct {
+		MaxPAR   int `json:"max_par"`
+		Settings []struct {
+			NoOOM int `json:"no_oom_par"`
+			Rows  []struct {
+				POOM float64 `json:"p_oom"`
+				TPH  float64 `json:"trials_per_hour"`
+			} `json:"rows"`
+		} `json:"settings"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	b, err := os.ReadFile(page)
+	require.NoError(t, err)
+	const open = `<script type="application/json" id="memreplay-data">`
+	s := string(b)
+	i := strings.Index(s, open)
+	require.GreaterOrEqual(t, i, 0)
+	s = s[i+len(open):]
+	s = s[:strings.Index(s, "</script>")]
+	var data struct {
+		PAR struct {
+			Settings   []string     `json:"settings"`
+			K          []int        `json:"k"`
+			POOM       [][]*float64 `json:"p_oom"`
+			Throughput [][]*float64 `json:"throughput"`
+			Saturation []int        `json:"saturation"`
+		} `json:"par"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(s), &data))
+	require.Equal(t, []string{"(PyTorch defaults)", "expandable_segments:True"}, data.PAR.Settings)
+	require.Equal(t, []int{1, 2, 3}, data.PAR.K)
+	for i, set := range rep.Settings {
+		for j, row := range set.Rows {
+			require.NotNil(t, data.PAR.POOM[i][j])
+			assert.InDelta(t, row.POOM, *data.PAR.POOM[i][j], 1e-9)
+			assert.InDelta(t, row.TPH, *data.PAR.Throughput[i][j], 1e-6)
+		}
+		want := 0
+		if set.NoOOM < rep.MaxPAR {
+			want = set.NoOOM + 1
+		}
+		assert.Equal(t, want, data.PAR.Saturation[i])
+	}
 }

@@ -117,6 +117,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	in.Top = rf.top
+	namedTrace(in, path)
 	if err := writeReport(stdout, rf.format, in); err != nil {
 		return err
 	}
@@ -126,7 +127,6 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	if rf.html != "" {
-		namedTrace(in, path)
 		if err := writeHTML(rf.html, &report.HTMLReport{Runs: []report.HTMLRun{{Label: runLabel(in), Input: in}}}); err != nil {
 			return err
 		}

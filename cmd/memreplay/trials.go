@@ -30,7 +30,7 @@ its first CUDA call (the seeds' "OOM causes CUDA assert, assert corrupts
 context"); --fault-rate P gives each trial a random sticky error. Without
 --restart-on-error a worker stops at its first failure.
 
-Examples (the seeds' journey on a 24 GiB GPU):
+Examples: the seeds' journey on a 24 GiB GPU
   # PAR 4 with PyTorch's defaults; OOMs corrupt contexts, a supervisor restarts
   memreplay trials --trials 300 --par 4 --oom-corrupts 0.5 --restart-on-error --state par4.jsonl
   # the space before the model-aware limits, and no OOM handling at all
