@@ -30,7 +30,8 @@ race:
 	$(GO) test -race -count=1 ./...
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the trace
-# importers and the replay.
+# importers, the replay, the trial spec, the study's space and state files,
+# and the CUDA backend's calls (on the fake driver).
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -39,6 +40,10 @@ fuzz:
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzNative -fuzztime $(FUZZTIME)
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzRMM -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/replay -run '^$$' -fuzz FuzzReplay -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/trial -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/study -run '^$$' -fuzz FuzzParseSpace -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadState -fuzztime $(FUZZTIME)
+	$(GO) test ./allocator/cuda -run '^$$' -fuzz FuzzDeviceCalls -fuzztime $(FUZZTIME)
 
 # The allocator's hot-path benchmarks (figures in docs/allocator.md) and the
 # replay's throughput (docs/replay.md).
