@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/memreplay/memreplay/profiler/trace"
 )
@@ -17,9 +18,20 @@ blocks, not by trace length), with the state before a partial trace
 reconstructed once and stored, and the capacity implied by its OOMs.
 The format is documented in docs/trace-format.md.
 
+When OUTPUT ends in .pickle or .pkl, it is written as a PyTorch memory
+snapshot instead (what torch.cuda.memory._dump_snapshot writes), which
+pytorch.org/memory_viz, pickle.load and memreplay itself open. memreplay's
+own annotations become PyTorch's: trials and markers are user_defined
+entries, empty_cache, stream_sync and record_stream are left out. A trace
+without its end state (a native trace recorded without one, an RMM log)
+gets an empty segment list: memory_viz's Active Memory Timeline works, its
+Allocator State History needs the end state. See "Writing PyTorch
+snapshots" in docs/trace-format.md.
+
 Examples:
   memreplay convert snapshot.pickle snapshot.mrt
   memreplay convert rmm_log.csv run.mrt
+  memreplay convert trial.mrt trial.pickle   # open in pytorch.org/memory_viz
 
 Flags:
 `
@@ -44,6 +56,9 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer o.Close()
+	if isPickleName(out) {
+		return convertToPickle(o, in, out, *quiet, stdout)
+	}
 	// Write to a temporary file beside the output and rename it, so that a
 	// failure never leaves a truncated trace under the output's name.
 	tmp, err := os.CreateTemp(filepath.Dir(out), ".memreplay-convert-*")
@@ -95,4 +110,67 @@ func copyTrace(w io.Writer, r trace.Reader) (int64, error) {
 		}
 	}
 	return tw.Events(), tw.Close()
+}
+
+// isPickleName says whether OUTPUT names a PyTorch snapshot pickle.
+func isPickleName(path string) bool {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".pickle", ".pkl":
+		return true
+	}
+	return false
+}
+
+// convertToPickle writes the whole trace as a PyTorch memory snapshot.
+func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writer) error {
+	t := o.Trace
+	if t == nil { // a streamed (native) trace: the pickle needs it whole
+		var err error
+		if t, err = trace.ReadAll(o.Reader); err != nil {
+			return err
+		}
+	}
+	if err := trace.WritePyTorchFile(out, t); err != nil {
+		return err
+	}
+	if quiet {
+		return nil
+	}
+	var size int64
+	if st, _ := os.Stat(out); st != nil {
+		size = st.Size()
+	}
+	left := 0
+	for i := range t.Events {
+		switch t.Events[i].Action {
+		case trace.ActionEmptyCache, trace.ActionStreamSync, trace.ActionRecordStream:
+			left++
+		}
+	}
+	var state string
+	switch {
+	case t.HasFinal:
+		state = "end state of " + plural(len(t.Final), "segment")
+	case len(t.Events) == 0:
+		state = "end state of " + plural(len(t.Initial), "segment") + " (the initial state)"
+	default:
+		state = "no end state in the input (empty segment list)"
+	}
+	fmt.Fprintf(stdout, "%s (%s) -> %s: PyTorch snapshot, %s, %s, %d bytes\n",
+		in, o.Format, out, plural(len(t.Events)-left, "trace entry"), state, size)
+	if left > 0 {
+		fmt.Fprintf(stdout, "  %s with no PyTorch equivalent left out (empty_cache, stream_sync, record_stream)\n", plural(left, "event"))
+	}
+	return nil
+}
+
+// plural formats a count and a noun ("entry" -> "entries").
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	if strings.HasSuffix(noun, "y") {
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(noun, "y"))
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

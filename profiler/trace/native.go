@@ -522,10 +522,16 @@ func WriteTrace(w io.Writer, t *Trace) error {
 	return nw.Close()
 }
 
-// WriteFile writes a trace to path in the native format. It writes a
-// temporary file beside path and renames it, so an existing file is never
-// left half-written.
-func WriteFile(path string, t *Trace) (err error) {
+// WriteFile writes a trace to path in the native format, through a
+// temporary file and a rename (writeFileAtomic).
+func WriteFile(path string, t *Trace) error {
+	return writeFileAtomic(path, func(w io.Writer) error { return WriteTrace(w, t) })
+}
+
+// writeFileAtomic writes path with write: into a temporary file beside it,
+// buffered, then renamed over path, so an existing file is never left
+// half-written and a failure leaves no file behind.
+func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return err
@@ -537,7 +543,7 @@ func WriteFile(path string, t *Trace) (err error) {
 		}
 	}()
 	bw := newBufWriter(f)
-	if err = WriteTrace(bw, t); err != nil {
+	if err = write(bw); err != nil {
 		return err
 	}
 	if err = bw.flush(); err != nil {
