@@ -65,3 +65,10 @@ figures:
 		$(GO) run ./cmd/memreplay report $(TRIAL_TRACE) --alloc-conf expandable_segments:True \
 			--progress=false -o $$tmp/trial.html --svg docs/img/trial; \
 	fi; status=$$?; rm -rf $$tmp; exit $$status
+
+# libmemreplay.so: the allocator as the shared library PyTorch loads in place
+# of its own (torch.cuda.memory.CUDAPluggableAllocator; docs/libmemreplay.md).
+# Needs cgo and a C compiler, no CUDA toolkit.
+.PHONY: libmemreplay
+libmemreplay:
+	$(GO) build -buildmode=c-shared -o dist/libmemreplay.so ./cmd/libmemreplay

@@ -12,9 +12,11 @@ import (
 // memory snapshot (torch.cuda.memory._snapshot()): the last settings
 // string, max_split_size as int64 (-1 when unlimited, because PyTorch casts
 // SIZE_MAX to int64), and the roundup table keyed by the interval start in
-// MiB as a string ("1", "2", ..., "32768").
+// MiB as a string ("1", "2", ..., "32768"). Values have the types the
+// trace codecs take (trace.Header.AllocatorSettings): the table is a
+// map[string]any of int64.
 func (c Config) AllocatorSettings() map[string]any {
-	table := make(map[string]int64, RoundupIntervals)
+	table := make(map[string]any, RoundupIntervals)
 	for i, v := range c.RoundupPower2Divisions {
 		table[strconv.Itoa(1<<i)] = int64(v)
 	}

@@ -23,9 +23,10 @@ func TestAllocatorSettingsShape(t *testing.T) {
 		"pinned_num_register_threads":   int64(8),
 		"release_lock_on_cudamalloc":    true,
 		"pinned_use_cuda_host_register": true,
-		"roundup_power2_divisions": map[string]int64{
-			"1": 8, "2": 8, "4": 8, "8": 8, "16": 8, "32": 8, "64": 8, "128": 2, "256": 2, "512": 2,
-			"1024": 1, "2048": 1, "4096": 1, "8192": 1, "16384": 1, "32768": 1,
+		"roundup_power2_divisions": map[string]any{
+			"1": int64(8), "2": int64(8), "4": int64(8), "8": int64(8), "16": int64(8), "32": int64(8),
+			"64": int64(8), "128": int64(2), "256": int64(2), "512": int64(2), "1024": int64(1),
+			"2048": int64(1), "4096": int64(1), "8192": int64(1), "16384": int64(1), "32768": int64(1),
 		},
 		"graph_capture_record_stream_reuse": true,
 	}, m)

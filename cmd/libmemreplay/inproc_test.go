@@ -1,0 +1,260 @@
+package main
+
+// The library's Go side in this process (the functions the exports wrap),
+// on the fake driver loaded here: under `go test -race` these are the
+// tests that check its locking.
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+// newTestLib builds a library on the in-process fake driver with the
+// settings conf; edit adjusts the options. Its devices are closed (and
+// the fake's memory released) at the end of the test.
+func newTestLib(t testing.TB, conf string, edit func(*options)) (*library, *bytes.Buffer) {
+	t.Helper()
+	cfg, err := config.Parse(conf)
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	o := options{cfg: cfg, maxEntries: defaultMaxEntries, oomThrow: true, stderr: &stderr, open: openFake(t)}
+	if edit != nil {
+		edit(&o)
+	}
+	l := newLibrary(o)
+	t.Cleanup(l.close)
+	return l, &stderr
+}
+
+// Concurrent callers on two devices with the recording on: empty_cache,
+// record_stream and stats race with malloc and free, and the recording
+// still replays decision for decision.
+func TestConcurrentRecording(t *testing.T) {
+	for _, conf := range []string{"", "expandable_segments:True"} {
+		t.Run(conf, func(t *testing.T) {
+			l, stderr := newTestLib(t, conf, func(o *options) { o.record = true })
+			iters := testConcurrentBody(t, l)
+			require.Empty(t, stderr.String())
+
+			tr, err := l.buildTrace(true)
+			require.NoError(t, err)
+			require.Len(t, tr.Header.Devices, 2)
+			res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
+			require.NoError(t, err)
+			c := res.Check
+			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
+			require.Greater(t, c.DecisionsExpected, int64(iters))
+			require.True(t, c.Passed(), c.FinalDifference)
+		})
+	}
+}
+
+// testConcurrentBody runs workers on devices 0 and 1 of l, each a random
+// mix of malloc, free (some after record_stream), and empty_cache or
+// stats, and checks that all is freed at the end. It returns the
+// iterations per worker.
+func testConcurrentBody(t *testing.T, l *library) int {
+	const workers = 6
+	iters := 3000
+	if testing.Short() || raceEnabled {
+		iters = 800
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 7))
+			dev := w % 2
+			stream := uintptr(w % 3)
+			sizes := []uint64{1, 512, 4000, 1<<20 - 1, 1<<20 + 1, 3 << 20, 12 << 20, 30 << 20}
+			var live []uintptr
+			for i := range iters {
+				switch r := rng.IntN(100); {
+				case len(live) == 0 || (r < 50 && len(live) < 24):
+					p, err := l.malloc(sizes[rng.IntN(len(sizes))]+uint64(rng.IntN(512)), dev, stream)
+					if err != nil {
+						errs <- err
+						return
+					}
+					live = append(live, p)
+				case r < 95 || w != 0:
+					k := rng.IntN(len(live))
+					p := live[k]
+					live[k] = live[len(live)-1]
+					live = live[:len(live)-1]
+					if rng.IntN(6) == 0 {
+						if err := l.recordStream(p, 11); err != nil {
+							errs <- err
+							return
+						}
+					}
+					if err := l.free(p); err != nil {
+						errs <- err
+						return
+					}
+				default:
+					if err := l.emptyCache(); err != nil {
+						errs <- err
+						return
+					}
+				}
+				if i%100 == w {
+					if _, err := l.statsJSON(dev); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}
+			for _, p := range live {
+				if err := l.free(p); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Zero(t, l.ptrs.len())
+	for dev := range 2 {
+		js, err := l.statsJSON(dev)
+		require.NoError(t, err)
+		var s map[string]int64
+		require.NoError(t, json.Unmarshal(js, &s))
+		require.Zero(t, s["allocated_bytes.all.current"])
+		require.Greater(t, s["allocation.all.allocated"], int64(iters))
+	}
+
+	return iters
+}
+
+// The recording ring keeps the last MEMREPLAY_MAX_ENTRIES events or so; a
+// trace written after it overflowed starts from the layout recorded at its
+// first event, and replays exactly from there.
+func TestRingOverflow(t *testing.T) {
+	const max = 500
+	for _, conf := range []string{"", "max_split_size_mb:40", "expandable_segments:True"} {
+		t.Run(conf, func(t *testing.T) {
+			l, _ := newTestLib(t, conf, func(o *options) { o.record, o.maxEntries = true, max })
+			rng := rand.New(rand.NewPCG(1, 2))
+			var live []uintptr
+			for i := range 4000 {
+				if len(live) == 0 || rng.IntN(2) == 0 {
+					p, err := l.malloc(uint64(rng.IntN(8<<20)+1), 0, uintptr(rng.IntN(2)))
+					require.NoError(t, err)
+					live = append(live, p)
+				} else {
+					k := rng.IntN(len(live))
+					if rng.IntN(8) == 0 {
+						require.NoError(t, l.recordStream(live[k], 3))
+					}
+					require.NoError(t, l.free(live[k]))
+					live = append(live[:k], live[k+1:]...)
+				}
+				if i%700 == 0 {
+					require.NoError(t, l.emptyCache())
+				}
+			}
+			tr, err := l.buildTrace(true)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, len(tr.Events), max/2)
+			require.LessOrEqual(t, len(tr.Events), max+8)
+			require.False(t, tr.InitialReconstructed)
+			require.NotEmpty(t, tr.Initial)
+			require.Contains(t, strings.Join(tr.Header.Notes, "\n"), "oldest events; the trace starts from the layout recorded at that point")
+			for i := 1; i < len(tr.Events); i++ {
+				require.LessOrEqual(t, tr.Events[i-1].TimeUS, tr.Events[i].TimeUS, "oldest first")
+			}
+			res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
+			require.NoError(t, err)
+			c := res.Check
+			if conf == "expandable_segments:True" {
+				// The replay restores an initial layout as ordinary
+				// segments (a snapshot does not carry an expandable
+				// segment's pages), so it cannot follow exactly.
+				t.Logf("expandable: %d of %d decisions matched", c.DecisionsMatched, c.DecisionsExpected)
+				return
+			}
+			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
+			require.Greater(t, c.DecisionsExpected, int64(max/8))
+			require.True(t, c.Passed(), c.FinalDifference)
+		})
+	}
+}
+
+// The environment: which variables turn what on, and the errors of bad
+// values.
+func TestOptionsFromEnv(t *testing.T) {
+	env := func(kv ...string) func(string) (string, bool) {
+		m := map[string]string{}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+	}
+	o := optionsFromEnv(env())
+	require.NoError(t, o.cfgErr)
+	require.False(t, o.record)
+	require.True(t, o.oomThrow)
+	require.Equal(t, defaultMaxEntries, o.maxEntries)
+	require.Equal(t, config.Default().MaxSplitSize, o.cfg.MaxSplitSize)
+
+	o = optionsFromEnv(env("MEMREPLAY_TRACE", "/x/t.mrt", "MEMREPLAY_MAX_ENTRIES", "0", "MEMREPLAY_OOM", "null",
+		"MEMREPLAY_SNAPSHOT", "/x/s.pickle", "MEMREPLAY_QUIET", "1"))
+	require.NoError(t, o.cfgErr)
+	require.True(t, o.record)
+	require.Equal(t, "/x/t.mrt", o.tracePath)
+	require.Equal(t, "/x/s.pickle", o.snapshotPath)
+	require.Zero(t, o.maxEntries)
+	require.False(t, o.oomThrow)
+	require.True(t, o.quiet)
+
+	o = optionsFromEnv(env("MEMREPLAY_RECORD", "1", "PYTORCH_ALLOC_CONF", "expandable_segments:True"))
+	require.True(t, o.record)
+	require.True(t, o.cfg.ExpandableSegments)
+
+	o = optionsFromEnv(env("MEMREPLAY_ALLOC_CONF", "", "PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"))
+	require.NoError(t, o.cfgErr)
+	require.False(t, o.cfg.ExpandableSegments, "MEMREPLAY_ALLOC_CONF set, even empty, wins")
+
+	o = optionsFromEnv(env("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:5"))
+	require.ErrorContains(t, o.cfgErr, "PYTORCH_CUDA_ALLOC_CONF: ")
+	require.ErrorContains(t, o.cfgErr, "max_split_size_mb")
+
+	o = optionsFromEnv(env("MEMREPLAY_MAX_ENTRIES", "lots", "MEMREPLAY_OOM", "abort"))
+	require.ErrorContains(t, o.cfgErr, `MEMREPLAY_MAX_ENTRIES="lots"`)
+	require.ErrorContains(t, o.cfgErr, `MEMREPLAY_OOM="abort": want throw or null`)
+}
+
+// set_memory_fraction limits the device as PyTorch's does, and a bad
+// fraction is PyTorch's error.
+func TestMemoryFraction(t *testing.T) {
+	l, stderr := newTestLib(t, "", nil)
+	require.NoError(t, l.setMemoryFraction(0.01, 0)) // 40.96 MiB of the 4 GiB fake
+	_, err := l.malloc(30<<20, 0, 0)
+	require.NoError(t, err)
+	_, err = l.malloc(30<<20, 0, 0)
+	require.ErrorContains(t, err, "CUDA out of memory. Tried to allocate 30.00 MiB.")
+	require.ErrorContains(t, err, "40.96 MiB allowed")
+	require.Error(t, l.setMemoryFraction(1.5, 0))
+	require.Equal(t, "set_memory_fraction on device 0: Invalid fraction value: 1.5. Allowed range: 0~1", l.lastError())
+	require.Contains(t, stderr.String(), "memreplay: set_memory_fraction on device 0: Invalid fraction value: 1.5")
+	_, err = l.malloc(1, maxDevices, 0)
+	require.ErrorContains(t, err, "device 256 out of range")
+}

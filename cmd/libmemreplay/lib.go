@@ -1,0 +1,445 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/allocator/cuda"
+)
+
+// Environment variables the library reads (once, at its first call).
+const (
+	envAllocConf  = "MEMREPLAY_ALLOC_CONF"  // allocator settings, PYTORCH_CUDA_ALLOC_CONF syntax
+	envTrace      = "MEMREPLAY_TRACE"       // record, and write_trace(NULL) writes here
+	envSnapshot   = "MEMREPLAY_SNAPSHOT"    // write_snapshot(NULL) writes here
+	envRecord     = "MEMREPLAY_RECORD"      // "1": record without a default path
+	envMaxEntries = "MEMREPLAY_MAX_ENTRIES" // recording ring size per device; 0: unbounded
+	envOOM        = "MEMREPLAY_OOM"         // "throw" (default) or "null"
+	envQuiet      = "MEMREPLAY_QUIET"       // "1": nothing on stderr
+)
+
+// defaultMaxEntries is the recording ring's size per device: the last
+// million events, about 48 MB.
+const defaultMaxEntries = 1_000_000
+
+// maxDevices bounds the device ordinals served.
+const maxDevices = 256
+
+// options configure a library; the exported functions use one built from
+// the environment (optionsFromEnv), the tests build their own.
+type options struct {
+	cfg          config.Config
+	cfgErr       error
+	record       bool
+	maxEntries   int
+	tracePath    string
+	snapshotPath string
+	oomThrow     bool
+	quiet        bool
+	stderr       io.Writer
+	// open loads the driver; nil: cuda.Open() ($MEMREPLAY_LIBCUDA or
+	// libcuda.so.1).
+	open func() (*cuda.Driver, error)
+}
+
+// optionsFromEnv reads the environment: MEMREPLAY_ALLOC_CONF, else the
+// PyTorch variables as PyTorch 2.9 reads them (config.FromEnv).
+func optionsFromEnv(lookup func(string) (string, bool)) options {
+	o := options{maxEntries: defaultMaxEntries, oomThrow: true, stderr: os.Stderr}
+	get := func(k string) string { v, _ := lookup(k); return v }
+	if v, ok := lookup(envAllocConf); ok {
+		c, err := config.Parse(v)
+		o.cfg = c
+		if err != nil {
+			o.cfg = config.Default()
+			o.cfgErr = fmt.Errorf("%s: %v", envAllocConf, err)
+		}
+	} else {
+		c, err := config.FromEnv(lookup)
+		o.cfg = c
+		if err != nil {
+			o.cfg = config.Default()
+			o.cfgErr = fmt.Errorf("%s: %v", c.EnvVar, err)
+		}
+	}
+	o.tracePath = get(envTrace)
+	o.snapshotPath = get(envSnapshot)
+	o.record = o.tracePath != "" || get(envRecord) == "1"
+	if v := get(envMaxEntries); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			o.cfgErr = errors.Join(o.cfgErr, fmt.Errorf("%s=%q: want a count of events (0: unbounded)", envMaxEntries, v))
+		} else {
+			o.maxEntries = n
+		}
+	}
+	switch v := get(envOOM); v {
+	case "", "throw":
+	case "null":
+		o.oomThrow = false
+	default:
+		o.cfgErr = errors.Join(o.cfgErr, fmt.Errorf("%s=%q: want throw or null", envOOM, v))
+	}
+	o.quiet = get(envQuiet) == "1"
+	return o
+}
+
+// library is the whole state behind the exported functions: one allocator
+// per device ordinal, opened at its first use, and the table from the
+// pointers handed out to their blocks.
+type library struct {
+	opt options
+
+	mu     sync.Mutex // opening the driver and devices
+	drv    *cuda.Driver
+	drvErr error
+	devs   [maxDevices]atomic.Pointer[device]
+
+	ptrs ptrTable
+	seq  atomic.Uint64 // orders recorded events across devices
+
+	lastErr atomic.Pointer[string]
+}
+
+func newLibrary(o options) *library {
+	if o.stderr == nil {
+		o.stderr = os.Stderr
+	}
+	if o.open == nil {
+		o.open = func() (*cuda.Driver, error) { return cuda.Open() }
+	}
+	l := &library{opt: o}
+	l.ptrs.init()
+	if o.cfgErr != nil {
+		l.fail(o.cfgErr) // once: every malloc then fails with it quietly
+	}
+	return l
+}
+
+// device is one ordinal's allocator. A device that could not be opened
+// keeps its error, and every call on it fails with that error.
+type device struct {
+	ordinal int
+	err     error
+	gpu     *cuda.Device
+	a       *allocator.Allocator
+	rec     *recorder  // nil when not recording
+	rdev    *recDevice // the device under the allocator when recording
+}
+
+// device returns ordinal's allocator, opening it at its first use.
+func (l *library) device(ordinal int) (*device, error) {
+	if ordinal < 0 || ordinal >= maxDevices {
+		return nil, fmt.Errorf("device %d out of range (0 to %d)", ordinal, maxDevices-1)
+	}
+	if d := l.devs[ordinal].Load(); d != nil {
+		return d, d.err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if d := l.devs[ordinal].Load(); d != nil {
+		return d, d.err
+	}
+	d := l.open(ordinal)
+	if d.err != nil && d.err != l.opt.cfgErr {
+		d.err = fmt.Errorf("device %d: %w", ordinal, d.err)
+	}
+	l.devs[ordinal].Store(d)
+	return d, d.err
+}
+
+// open opens a device (under l.mu).
+func (l *library) open(ordinal int) *device {
+	d := &device{ordinal: ordinal}
+	if l.opt.cfgErr != nil {
+		d.err = l.opt.cfgErr
+		return d
+	}
+	if l.drv == nil && l.drvErr == nil {
+		l.drv, l.drvErr = l.opt.open()
+	}
+	if l.drvErr != nil {
+		d.err = l.drvErr
+		return d
+	}
+	gpu, err := l.drv.Device(ordinal)
+	if err != nil {
+		d.err = err
+		return d
+	}
+	var dev allocator.Device = gpu
+	if l.opt.record {
+		d.rdev = newRecDevice(gpu)
+		dev = d.rdev
+	}
+	a, err := allocator.New(dev, l.opt.cfg, allocator.WithDeviceIndex(ordinal))
+	if err != nil {
+		gpu.Close()
+		d.err = err
+		return d
+	}
+	d.gpu, d.a = gpu, a
+	if l.opt.record {
+		d.rec = newRecorder(l, d)
+		d.rdev.rc = d.rec
+	}
+	return d
+}
+
+// opened returns the devices opened without error, by ordinal.
+func (l *library) opened() []*device {
+	var out []*device
+	for i := range l.devs {
+		if d := l.devs[i].Load(); d != nil && d.err == nil {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// errFreedMeanwhile is record_stream racing a free of the same pointer.
+var errFreedMeanwhile = errors.New("freed by another thread meanwhile")
+
+// errQuiet marks an error already reported, so fail does not print it
+// again.
+type errQuiet struct{ error }
+
+func (e errQuiet) Unwrap() error { return e.error }
+
+// fail records err as the last error and prints it on stderr (unless
+// MEMREPLAY_QUIET=1). It returns err.
+func (l *library) fail(err error) error {
+	msg := err.Error()
+	l.lastErr.Store(&msg)
+	var q errQuiet
+	if !l.opt.quiet && !errors.As(err, &q) {
+		fmt.Fprintf(l.opt.stderr, "memreplay: %s\n", msg)
+	}
+	return err
+}
+
+// lastError is the most recent failure's message, "" if none.
+func (l *library) lastError() string {
+	if p := l.lastErr.Load(); p != nil {
+		return *p
+	}
+	return ""
+}
+
+// malloc serves memreplay_malloc. A size of 0 returns 0 and no error, as
+// PyTorch's own allocator returns a null pointer for it.
+func (l *library) malloc(size uint64, ordinal int, stream uintptr) (uintptr, error) {
+	if size == 0 {
+		return 0, nil
+	}
+	d, err := l.device(ordinal)
+	if err != nil {
+		return 0, l.failDevice(err)
+	}
+	var b *allocator.Block
+	if d.rec != nil {
+		d.rec.op.RLock()
+		b, err = d.a.Malloc(size, allocator.Stream(stream))
+		d.rec.op.RUnlock()
+		if d.rec.want.Load() {
+			d.rec.checkpoint()
+		}
+	} else {
+		b, err = d.a.Malloc(size, allocator.Stream(stream))
+	}
+	if err != nil {
+		return 0, l.fail(err)
+	}
+	p := uintptr(b.Addr())
+	if !l.ptrs.put(p, ptrEntry{b: b, d: d}) {
+		l.fail(fmt.Errorf("internal error: %#x handed out while still live", p))
+	}
+	return p, nil
+}
+
+// failDevice reports a device that cannot be opened once, then keeps the
+// message in last_error without printing it at every call.
+func (l *library) failDevice(err error) error {
+	msg := err.Error()
+	if p := l.lastErr.Load(); p != nil && *p == msg {
+		return err
+	}
+	return l.fail(err)
+}
+
+// free serves memreplay_free. The pointer names the block; PyTorch's size,
+// device and stream arguments are the ones it recorded at malloc and are
+// not needed.
+func (l *library) free(p uintptr) error {
+	if p == 0 {
+		return nil
+	}
+	e, ok := l.ptrs.take(p)
+	if !ok {
+		return l.fail(fmt.Errorf("free of %#x: not a pointer memreplay_malloc returned, or already freed", p))
+	}
+	d := e.d
+	var err error
+	if d.rec != nil {
+		d.rec.op.RLock()
+		err = d.a.Free(e.b)
+		d.rec.op.RUnlock()
+		if d.rec.want.Load() {
+			d.rec.checkpoint()
+		}
+	} else {
+		err = d.a.Free(e.b)
+	}
+	if err != nil {
+		return l.fail(fmt.Errorf("free of %#x on device %d: %w", p, d.ordinal, err))
+	}
+	return nil
+}
+
+// recordStream serves memreplay_record_stream (Tensor.record_stream): the
+// block's free will wait for the work queued on stream so far.
+func (l *library) recordStream(p, stream uintptr) error {
+	e, ok := l.ptrs.get(p)
+	if !ok {
+		return l.fail(fmt.Errorf("record_stream of %#x: not a live pointer of memreplay_malloc", p))
+	}
+	d := e.d
+	var err error
+	if d.rec != nil {
+		// The allocator is given a stream of its own for this use
+		// (recDevice). Lock order: the device's op lock, the pointer's
+		// shard, the allocator's lock; nothing takes two of them in
+		// another order. Under the shard lock the block is still p's, so
+		// it is live and its stream fixed.
+		d.rec.op.RLock()
+		err = l.ptrs.with(p, e.b, func() error {
+			if allocator.Stream(stream) == e.b.Stream() {
+				return nil // the block's own stream: nothing to wait for
+			}
+			s := d.rdev.synth(allocator.Stream(stream))
+			err := d.rec.r.RecordStream(e.b, s)
+			if err != nil {
+				d.rdev.drop(s)
+			}
+			return err
+		})
+		d.rec.op.RUnlock()
+	} else {
+		err = l.ptrs.with(p, e.b, func() error { return d.a.RecordStream(e.b, allocator.Stream(stream)) })
+	}
+	if err != nil {
+		return l.fail(fmt.Errorf("record_stream of %#x: %w", p, err))
+	}
+	return nil
+}
+
+// emptyCache serves memreplay_empty_cache (torch.cuda.empty_cache): every
+// opened device returns its fully free segments to the driver.
+func (l *library) emptyCache() error {
+	var errs []error
+	for _, d := range l.opened() {
+		var err error
+		if d.rec != nil {
+			d.rec.op.Lock()
+			err = d.rec.r.EmptyCache()
+			d.rec.op.Unlock()
+		} else {
+			err = d.a.EmptyCache()
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("empty_cache on device %d: %w", d.ordinal, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return l.fail(err)
+	}
+	return nil
+}
+
+// setMemoryFraction serves memreplay_set_memory_fraction
+// (torch.cuda.set_per_process_memory_fraction).
+func (l *library) setMemoryFraction(fraction float64, ordinal int) error {
+	d, err := l.device(ordinal)
+	if err != nil {
+		return l.failDevice(err)
+	}
+	if d.rec != nil {
+		d.rec.op.Lock()
+		err = d.a.SetMemoryFraction(fraction)
+		if err == nil {
+			d.rec.fraction(fraction)
+		}
+		d.rec.op.Unlock()
+	} else {
+		err = d.a.SetMemoryFraction(fraction)
+	}
+	if err != nil {
+		return l.fail(fmt.Errorf("set_memory_fraction on device %d: %w", ordinal, err))
+	}
+	return nil
+}
+
+// init serves memreplay_init (PyTorch's init_fn, called at CUDA
+// initialisation with the number of devices). Devices still open lazily,
+// each at its first use, so the count is not needed; building the library
+// (lib) has reported a bad setting by now, before the first malloc.
+func (l *library) init(deviceCount int) error {
+	_ = deviceCount
+	if l.opt.cfgErr != nil {
+		return errQuiet{l.opt.cfgErr}
+	}
+	return nil
+}
+
+// statsJSON serves memreplay_stats_json: torch.cuda.memory_stats(device)'s
+// flattened keys and values.
+func (l *library) statsJSON(ordinal int) ([]byte, error) {
+	d, err := l.device(ordinal)
+	if err != nil {
+		return nil, l.failDevice(err)
+	}
+	st := d.a.Stats()
+	return json.Marshal(st.Map())
+}
+
+// resolvePath picks the path argument or, when empty, the environment's.
+func (l *library) resolvePath(path, def, env string) (string, error) {
+	if path != "" {
+		return path, nil
+	}
+	if def != "" {
+		return def, nil
+	}
+	return "", l.fail(fmt.Errorf("no path given and %s is not set", env))
+}
+
+// throwMessage is the what() of the exception a failed malloc throws:
+// PyTorch's own text for an out-of-memory error (callers match on "CUDA out
+// of memory."), the library's name in front of anything else.
+func throwMessage(err error) string {
+	if errors.Is(err, allocator.ErrOutOfMemory) {
+		return err.Error()
+	}
+	return "memreplay: " + err.Error()
+}
+
+// close releases every opened device (the tests; a process that loaded the
+// library keeps its devices until it exits).
+func (l *library) close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := range l.devs {
+		if d := l.devs[i].Load(); d != nil && d.gpu != nil {
+			d.gpu.Close()
+		}
+		l.devs[i].Store(nil)
+	}
+}

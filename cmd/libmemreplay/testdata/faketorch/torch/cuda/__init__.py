@@ -1,0 +1,7 @@
+from . import memory  # noqa: F401
+
+_initialized = False
+
+
+def is_initialized():
+    return _initialized
