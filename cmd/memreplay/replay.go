@@ -1,15 +1,21 @@
 package main
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/pflag"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
+	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -25,6 +31,16 @@ RMM logging_resource_adaptor CSV log, or a memreplay trace (see
 'memreplay convert'). A snapshot recorded after the model was loaded is
 replayed from a reconstructed initial state; the report says so.
 
+--record OUT writes what memreplay's allocator did during the replay as a
+trace of its own: every alloc, free, segment and oom with the replay's
+addresses, the trace's stacks, and the end state. OUT ending in .pickle or
+.pkl is a PyTorch memory snapshot for pytorch.org/memory_viz (whose
+Allocator State History needs the end state that generated trial traces
+and RMM logs lack, and which can now show another setting's layout);
+anything else is a memreplay trace, written as the replay goes. Replaying
+the recording with the same settings reproduces it decision for decision
+('replay --check OUT'). See "Recording the replay" in docs/replay.md.
+
 Examples:
   memreplay replay snapshot.pickle
   memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
@@ -32,6 +48,9 @@ Examples:
   memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
   memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -top mem.pb.gz
   memreplay replay --html report.html snapshot.pickle  # timeline, segment map, sites
+  memreplay replay --alloc-conf expandable_segments:True --record es.pickle snapshot.pickle   # open es.pickle in pytorch.org/memory_viz
+  memreplay replay --record trial.pickle trial.mrt   # a trial trace with its end state, for memory_viz
+  memreplay replay --alloc-conf max_split_size_mb:128 --record ms.mrt trace.mrt && memreplay replay --check ms.mrt
 
 Flags:
 `
@@ -45,6 +64,7 @@ type replayFlags struct {
 	top      int
 	progress bool
 	html     string // --html: also write the HTML report there
+	record   string // --record (replay only): also record the replay there
 	noColor  bool   // --no-color: accepted; the tables have no colour
 	// samples is the profiler's timeline length (0: its default); the
 	// HTML report asks for more, to zoom into.
@@ -95,6 +115,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	check := fs.Bool("check", false, "compare every decision with the recording's; exit 1 on any divergence")
 	pprofOut := fs.String("pprof", "", "write a pprof profile (gzipped protobuf) to this file")
 	failOnOOM := fs.Bool("fail-on-oom", false, "exit 1 when the replay runs out of memory")
+	fs.StringVar(&rf.record, "record", "", "also write the replay's own activity as a trace to this file (.pickle/.pkl: a PyTorch snapshot for pytorch.org/memory_viz; else memreplay's format)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -163,16 +184,126 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	if opts.Config != nil {
 		label += " under " + opts.Config.String()
 	}
+	var rec *recording
+	if rf.record != "" {
+		if rec, err = startRecording(rf.record, path, o.Reader, opts); err != nil {
+			return nil, err
+		}
+		defer rec.abort()
+	}
 	pr := newProgress(stderr, label, total, rf.progress)
 	opts.Progress = pr.update
 	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples})
 	opts.Recorder = prof
+	if rec != nil {
+		opts.Recorder = replay.Recorders(prof, rec.rr)
+	}
 	res, err := replay.Run(o.Reader, opts)
 	pr.done()
 	if err != nil {
 		return nil, err
 	}
+	if rec != nil {
+		if err := rec.finish(stderr); err != nil {
+			return nil, err
+		}
+	}
 	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
+}
+
+// recording is --record OUT: the replay's own activity, written into a
+// temporary file beside OUT that replaces OUT once complete, so that a
+// failure (or a replay that ends in error) leaves no partial file. The file
+// is created before the replay, so that an unwritable OUT fails at once. A
+// memreplay trace streams as the replay goes; a pickle is one object,
+// kept in memory and written at the end.
+type recording struct {
+	out    string
+	pickle bool
+	f      *os.File
+	bw     *bufio.Writer
+	rr     *replay.ReplayRecorder
+}
+
+func startRecording(out, path string, src trace.Reader, opts replay.Options) (*recording, error) {
+	if abs1, _ := filepath.Abs(path); abs1 != "" {
+		if abs2, _ := filepath.Abs(out); abs1 == abs2 {
+			return nil, usageError{fmt.Errorf("--record %s: that is the trace being replayed", out)}
+		}
+	}
+	if st, err := os.Stat(out); err == nil && st.IsDir() {
+		return nil, usageError{fmt.Errorf("--record %s: is a directory", out)}
+	}
+	dir := filepath.Dir(out)
+	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp*")
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return nil, usageError{fmt.Errorf("--record %s: cannot create a file in %s: %v", out, dir, err)}
+	}
+	r := &recording{out: out, pickle: isPickleName(out), f: f, bw: bufio.NewWriterSize(f, 1<<20)}
+	ro := replay.ReplayRecordOptions{Name: path}
+	var flags []string
+	if opts.Capacity > 0 {
+		flags = append(flags, "--capacity "+allocator.FormatSize(opts.Capacity))
+	}
+	if opts.OOM != replay.OOMStop {
+		flags = append(flags, "--oom "+opts.OOM.String())
+	}
+	if len(flags) > 0 {
+		ro.Notes = append(ro.Notes, "replayed with "+strings.Join(flags, " "))
+	}
+	if r.pickle {
+		r.rr = replay.NewReplayRecorder(src, ro)
+	} else {
+		r.rr = replay.NewReplayRecorderTo(r.bw, src, ro)
+	}
+	return r, nil
+}
+
+// finish writes the end state (and the pickle), then renames the file
+// over OUT.
+func (r *recording) finish(stderr io.Writer) error {
+	err := r.rr.Finish()
+	if err == nil && r.pickle {
+		err = trace.WritePyTorch(r.bw, r.rr.Trace())
+	}
+	if err == nil {
+		err = r.bw.Flush()
+	}
+	if err == nil {
+		err = r.f.Chmod(0o644)
+	}
+	if cerr := r.f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(r.f.Name(), r.out)
+	}
+	if err != nil {
+		os.Remove(r.f.Name())
+		r.f = nil
+		return fmt.Errorf("--record %s: %w", r.out, err)
+	}
+	r.f = nil
+	what := "memreplay trace"
+	if r.pickle {
+		what = "PyTorch snapshot (open it in pytorch.org/memory_viz)"
+	}
+	fmt.Fprintf(stderr, "memreplay replay: recorded the replay in %s: %s, %s, end state of %s\n",
+		r.out, what, plural(int(r.rr.Events()), "event"), plural(len(r.rr.Final()), "segment"))
+	return nil
+}
+
+// abort removes the temporary file of a recording not finished.
+func (r *recording) abort() {
+	if r.f != nil {
+		r.f.Close()
+		os.Remove(r.f.Name())
+		r.f = nil
+	}
 }
 
 func writeReport(w io.Writer, format string, in *report.Input) error {

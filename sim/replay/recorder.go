@@ -10,7 +10,8 @@ import (
 // the bytes went. Its methods run on the replay's goroutine, outside the
 // allocator's lock, so they may call the allocator's read-only methods
 // (Snapshot, FreeSummary, Stats); an allocator observer (AddObserver),
-// registered in Attach, sees each decision as it is made.
+// registered in Attach, sees each decision as it is made. ReplayRecorder
+// (rerecord.go) records the replay as a trace; Recorders runs several.
 type Recorder interface {
 	// Attach is called once per device, before its first event, with the
 	// allocator and simulated process that will replay it. Restored

@@ -36,7 +36,10 @@
 // is one Free. Otherwise the replay marks the block as used on a private
 // stream before freeing it, and completes that stream's event when the
 // trace shows free_completed, so the block returns to the pool at the same
-// point as in the recording.
+// point as in the recording. When the trace said which streams used the
+// block (record_stream), the allocator waits for their events itself; at
+// the free_completed the replay only processes the events already
+// complete (a stream_sync before it), as the recording allocator had.
 //
 // # Addresses
 //
@@ -118,6 +121,7 @@ func Run(r trace.Reader, opts Options) (*Result, error) {
 	if rp.opts.Name == "" {
 		rp.opts.Name = h.SourceFile
 	}
+	rp.inputs, _ = opts.Recorder.(inputRecorder)
 	if err := rp.setup(); err != nil {
 		return nil, err
 	}
@@ -156,6 +160,9 @@ type replayer struct {
 	consumedIdx int64
 	hasConsumed bool
 	check       *CheckResult
+	// inputs is opts.Recorder when it records the replay as a trace
+	// (ReplayRecorder): told the inputs the replay applies or makes up.
+	inputs inputRecorder
 }
 
 func (rp *replayer) setup() error {
@@ -599,14 +606,19 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 		err = d.freeCompleted(idx, e)
 	case trace.ActionEmptyCache:
 		err = d.a.EmptyCache()
+		d.applied(e, err)
 	case trace.ActionStreamSync:
 		d.proc.CompleteEvents(allocator.Stream(e.Stream))
+		d.applied(e, nil)
 	case trace.ActionTrialStart:
 		d.trials++
 		d.trial = d.trials
+		d.applied(e, nil)
 	case trace.ActionTrialEnd:
 		d.trial = 0
+		d.applied(e, nil)
 	case trace.ActionMarker:
+		d.applied(e, nil)
 	case trace.ActionRecordStream:
 		err = d.recordStream(idx, e)
 	default:
@@ -626,11 +638,46 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 	return stop, err
 }
 
+// applied tells a recorder of the replay (ReplayRecorder) that the input e
+// was applied, unless err says it failed.
+func (d *devState) applied(e *trace.Event, err error) {
+	if in := d.rp.inputs; in != nil && err == nil {
+		in.input(d.index, e, nil)
+	}
+}
+
+// emptyCache replays an empty_cache the trace leaves implicit.
+func (d *devState) emptyCache() error {
+	err := d.a.EmptyCache()
+	d.applied(&trace.Event{Action: trace.ActionEmptyCache, Device: d.index}, err)
+	return err
+}
+
+// usePrivate marks b as used on the private stream s, so that its free
+// waits for s's event.
+func (d *devState) usePrivate(b *allocator.Block, s allocator.Stream) error {
+	if err := d.a.RecordStream(b, s); err != nil {
+		return err
+	}
+	if in := d.rp.inputs; in != nil {
+		in.privateStream(d.index, b, s)
+	}
+	return nil
+}
+
+// completePrivate completes the events of the private stream s.
+func (d *devState) completePrivate(s allocator.Stream) {
+	d.proc.CompleteEvents(s)
+	if in := d.rp.inputs; in != nil {
+		in.privateStream(d.index, nil, s)
+	}
+}
+
 // completeDeferred completes the events of deferred frees that the
 // replayed allocator did not synchronise itself (it decided otherwise).
 func (d *devState) completeDeferred(idx int64) error {
 	for _, s := range d.deferred {
-		d.proc.CompleteEvents(s)
+		d.completePrivate(s)
 	}
 	d.deferred = d.deferred[:0]
 	if err := d.a.ProcessEvents(); err != nil {
@@ -689,7 +736,7 @@ func (d *devState) inferEmptyCache(idx int64, e *trace.Event) error {
 	if in != nil && (in.Action == trace.ActionOOM || (in.Action == trace.ActionAlloc && newSegment && !d.releasedFit(in))) {
 		return nil
 	}
-	return d.a.EmptyCache()
+	return d.emptyCache()
 }
 
 // releasedFit says whether a queued release freed a whole segment that
@@ -800,7 +847,7 @@ func (d *devState) dropTrial(idx int64) error {
 		lb := d.live[addr]
 		delete(d.live, addr)
 		if lb.pending {
-			d.proc.CompleteEvents(lb.synth)
+			d.completePrivate(lb.synth)
 			continue
 		}
 		if rec := d.rp.opts.Recorder; rec != nil {
@@ -880,7 +927,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 			d.rp.consume()
 			d.synth++
 			lb.synth = allocator.Stream(synthStreamBase + d.synth)
-			if err := d.a.RecordStream(lb.b, lb.synth); err != nil {
+			if err := d.usePrivate(lb.b, lb.synth); err != nil {
 				return fmt.Errorf("replay: event %d: %w", idx, err)
 			}
 			if err := d.a.Free(lb.b); err != nil {
@@ -903,7 +950,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 	d.synth++
 	lb.synth = allocator.Stream(synthStreamBase + d.synth)
 	lb.pending = true
-	if err := d.a.RecordStream(lb.b, lb.synth); err != nil {
+	if err := d.usePrivate(lb.b, lb.synth); err != nil {
 		return fmt.Errorf("replay: event %d: %w", idx, err)
 	}
 	if err := d.a.Free(lb.b); err != nil {
@@ -921,6 +968,9 @@ func (d *devState) recordStream(idx int64, e *trace.Event) error {
 	}
 	if err := d.a.RecordStream(lb.b, allocator.Stream(e.Stream)); err != nil {
 		return fmt.Errorf("replay: event %d: %w", idx, err)
+	}
+	if in := d.rp.inputs; in != nil {
+		in.input(d.index, e, lb.b)
 	}
 	lb.exact = true
 	d.live[e.Addr] = lb
@@ -958,6 +1008,13 @@ func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 	}
 	delete(d.live, e.Addr)
 	if lb.exact {
+		// The recording allocator returned the block here. Its streams'
+		// events may have completed (a stream_sync before): return it now
+		// too, as a malloc would first thing. Otherwise the allocator
+		// waits for them itself (a malloc's synchronisation, empty_cache).
+		if err := d.a.ProcessEvents(); err != nil {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
 		return nil
 	}
 	sync := false
@@ -971,7 +1028,7 @@ func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 		d.deferred = append(d.deferred, lb.synth)
 		return nil
 	}
-	d.proc.CompleteEvents(lb.synth)
+	d.completePrivate(lb.synth)
 	if err := d.a.ProcessEvents(); err != nil {
 		return fmt.Errorf("replay: event %d: %w", idx, err)
 	}
