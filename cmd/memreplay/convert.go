@@ -25,8 +25,9 @@ own annotations become PyTorch's: trials and markers are user_defined
 entries, empty_cache, stream_sync and record_stream are left out. A trace
 without its end state (a native trace recorded without one, an RMM log)
 gets an empty segment list: memory_viz's Active Memory Timeline works, its
-Allocator State History needs the end state. See "Writing PyTorch
-snapshots" in docs/trace-format.md.
+Allocator State History needs the end state, which 'memreplay replay
+--record OUT.pickle TRACE' writes. See "Writing PyTorch snapshots" in
+docs/trace-format.md.
 
 Examples:
   memreplay convert snapshot.pickle snapshot.mrt
