@@ -94,6 +94,7 @@ func summarizeState(segs []trace.Segment) *stateSummary {
 func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("inspect", inspectHelp, stderr)
 	format := fs.String("format", "table", "output: table or json")
+	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}

@@ -64,3 +64,12 @@ func TestEveryCommandRegistered(t *testing.T) {
 		require.Contains(t, stderr, "no-such-flag", c)
 	}
 }
+
+// --no-color is accepted by every command that prints a report, so that
+// scripts can pass it everywhere.
+func TestNoColorAccepted(t *testing.T) {
+	for _, c := range []string{"replay", "compare", "report", "inspect", "par", "trials"} {
+		_, stdout, _ := runCLI("help", c)
+		require.Contains(t, stdout, "--no-color", c)
+	}
+}

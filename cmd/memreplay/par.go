@@ -70,6 +70,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
+	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	html := fs.String("html", "", "also write a self-contained HTML page with P(OOM) and throughput against PAR to this file")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)

@@ -78,6 +78,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	gap := fs.Duration("gap", 0, "each worker's setup time between trials")
 	startup := fs.Duration("startup", 0, "a fresh process's start-up time (resets, restarts)")
 	format := fs.String("format", "table", "output: table, json or markdown")
+	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	reportOnly := fs.Bool("report", false, "report the state files given as arguments instead of running")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
