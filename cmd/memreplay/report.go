@@ -165,16 +165,29 @@ func writeFigures(page, dir string, stdout io.Writer) error {
 }
 
 // writeHTML writes an HTML report to path.
-func writeHTML(path string, r *report.HTMLReport) error {
-	f, err := os.Create(path)
+func writeHTML(path string, r *report.HTMLReport) (err error) {
+	// A temporary file beside the page, renamed over it at the end, so a
+	// failure never leaves a half-written page under the name.
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
 		return inputError{err}
 	}
-	if err := report.WriteHTML(f, r); err != nil {
-		f.Close()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = report.WriteHTML(f, r); err != nil {
 		return err
 	}
-	return f.Close()
+	if err = f.Chmod(0o644); err != nil {
+		return err
+	}
+	if err = f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
 }
 
 // namedTrace gives the page a name for a trace whose header records no

@@ -110,3 +110,20 @@ func TestReportSVG(t *testing.T) {
 		assert.Contains(t, string(b), `class="series"`)
 	}
 }
+
+// A page that cannot be written leaves the old file as it was and no
+// temporary file beside it.
+func TestWriteHTMLFailureKeepsOldFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "r.html")
+	require.NoError(t, os.WriteFile(path, []byte("old"), 0o644))
+	bad := &report.HTMLReport{PAR: &report.PARSection{Settings: []string{"a"}, K: []int{1},
+		POOM: [][]float64{{2}}, Throughput: [][]float64{{1}}}} // P(OOM) 2 is refused
+	require.Error(t, writeHTML(path, bad))
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, "old", string(b))
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	assert.Len(t, entries, 1)
+}
