@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -170,7 +171,11 @@ func writeHTML(path string, r *report.HTMLReport) (err error) {
 	// failure never leaves a half-written page under the name.
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
-		return inputError{err}
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return inputError{fmt.Errorf("cannot write %s: %w", path, err)}
 	}
 	defer func() {
 		if err != nil {
