@@ -6,6 +6,7 @@ import (
 
 	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/replay"
 )
 
 // Finish takes the captures still pending and the final sample, reads the
@@ -69,6 +70,9 @@ func (p *Profiler) Finish() *Profile {
 			dp.DeviceMaps = c.Get(sim.CallMap).Calls
 			dp.DeviceUnmaps = c.Get(sim.CallUnmap).Calls
 			dp.DeviceTimeNS = int64(c.Total.Time)
+			if ds, ok := d.proc.(replay.Describer); ok {
+				dp.DeviceTimeMeasured = ds.Info().MeasuredTime
+			}
 		}
 		t := &prof.Total
 		t.AllocRetries += dp.AllocRetries
@@ -78,6 +82,7 @@ func (p *Profiler) Finish() *Profile {
 		t.DeviceMaps += dp.DeviceMaps
 		t.DeviceUnmaps += dp.DeviceUnmaps
 		t.DeviceTimeNS += dp.DeviceTimeNS
+		t.DeviceTimeMeasured = t.DeviceTimeMeasured || dp.DeviceTimeMeasured
 		prof.Devices = append(prof.Devices, dp)
 	}
 	prof.Sites = p.sites()

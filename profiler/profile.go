@@ -73,17 +73,19 @@ type Figures struct {
 	FinalReservedBytes  uint64 `json:"final_reserved_bytes"`
 	FinalRequestedBytes uint64 `json:"final_requested_bytes"`
 
-	// From the allocator's statistics and the simulated process's
-	// counters, read at Finish.
+	// From the allocator's statistics and the process's counters (the
+	// simulated or the real device's), read at Finish.
 	AllocRetries  int64  `json:"alloc_retries"`
 	OOMs          int64  `json:"ooms"`
 	DeviceMallocs uint64 `json:"device_mallocs"` // cudaMalloc calls
 	DeviceFrees   uint64 `json:"device_frees"`   // cudaFree calls
 	DeviceMaps    uint64 `json:"device_maps"`    // cuMemMap calls (expandable segments)
 	DeviceUnmaps  uint64 `json:"device_unmaps"`  // cuMemUnmap calls
-	// DeviceTimeNS is the modelled time of every device call, in
-	// nanoseconds.
-	DeviceTimeNS int64 `json:"device_time_ns"`
+	// DeviceTimeNS is the time of every device call, in nanoseconds:
+	// modelled by the simulator's cost model, or, when DeviceTimeMeasured,
+	// wall time measured around the driver calls of a real GPU.
+	DeviceTimeNS       int64 `json:"device_time_ns"`
+	DeviceTimeMeasured bool  `json:"device_time_measured"`
 }
 
 // DeviceProfile is one device's figures and its peak capture.

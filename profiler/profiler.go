@@ -4,6 +4,7 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/replay"
 )
 
 // Options tune a Profiler; the zero value gives the defaults.
@@ -164,7 +165,7 @@ type devState struct {
 	p     *Profiler
 	index int32
 	a     *allocator.Allocator
-	proc  *sim.Process
+	proc  replay.Process
 	// baseline is proc's device calls when the restore ended.
 	baseline sim.Counters
 
@@ -260,7 +261,7 @@ func (p *Profiler) Restored(device int32) {
 
 // Attach implements replay.Recorder: it registers the observer that keeps
 // reserved bytes and the undo log.
-func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc *sim.Process) {
+func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Process) {
 	if device < 0 {
 		return
 	}

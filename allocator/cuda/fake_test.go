@@ -7,11 +7,11 @@ package cuda
 import (
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/internal/fakecuda"
 )
 
 // fakeLib is the built fake driver's path; empty when it could not be
@@ -30,31 +30,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildFake compiles the fake driver into dir. A machine without a C
-// compiler (or a build without cgo) skips the tests that need it, saying
-// so; a compiler that fails on the source is a test failure, reported by
-// every such test.
+// buildFake compiles the fake driver into dir (internal/fakecuda.Build). A
+// machine without a C compiler (or a build without cgo) skips the tests
+// that need it, saying so; a compiler that fails on the source is a test
+// failure, reported by every such test.
 func buildFake(dir string) (path, skip string) {
-	if !cgoEnabled {
-		return "", "built without cgo: the fake driver cannot be loaded"
-	}
-	cc := os.Getenv("CC")
-	if cc == "" {
-		cc = "gcc"
-	}
-	if _, err := exec.LookPath(cc); err != nil {
-		if _, err2 := exec.LookPath("cc"); err2 != nil {
-			return "", fmt.Sprintf("no C compiler (%s, cc) to build the fake CUDA driver", cc)
-		}
-		cc = "cc"
-	}
-	path = filepath.Join(dir, "libfakecuda.so")
-	out, err := exec.Command(cc, "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror",
-		"-I.", "-o", path, "testdata/fakecuda.c", "-lpthread").CombinedOutput()
+	path, skip, err := fakecuda.Build(dir)
 	if err != nil {
-		return "", "BUILD FAILED: " + cc + " testdata/fakecuda.c: " + err.Error() + "\n" + string(out)
+		return "", "BUILD FAILED: " + err.Error()
 	}
-	return path, ""
+	return path, skip
 }
 
 // fake is a handle on the fake driver's test controls.

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator/cuda"
+	"github.com/memreplay/memreplay/internal/fakecuda"
 )
 
 var workDir string // temporary directory of the built artifacts
@@ -109,12 +110,15 @@ func compile(cxx bool, out string, args ...string) (path, skip, fail string) {
 	return path, "", ""
 }
 
-// needFake builds the fake CUDA driver (the command of allocator/cuda's
-// tests, docs/cuda.md).
+// needFake builds the fake CUDA driver (internal/fakecuda, as
+// allocator/cuda's tests do; docs/cuda.md).
 func needFake(t testing.TB) string {
 	return fakeLib.need(t, func() (string, string, string) {
-		return compile(false, "libfakecuda.so", "-shared", "-fPIC", "-I../../allocator/cuda",
-			"../../allocator/cuda/testdata/fakecuda.c", "-lpthread")
+		path, skip, err := fakecuda.Build(workDir)
+		if err != nil {
+			return "", "", "BUILD FAILED: " + err.Error()
+		}
+		return path, skip, ""
 	})
 }
 

@@ -12,6 +12,9 @@ const compareHelp = `Usage: memreplay compare [flags] TRACE --alloc-conf CONF [-
 Replays one trace under several allocator settings and prints them side by
 side: peak reserved, waste, fragmentation, retries, OOMs and device calls.
 The first column is the trace's own settings unless --no-recorded is given.
+--device cuda[:N] replays each setting on the real GPU instead of the
+simulated one, one after the other, freeing the GPU between them (see
+'memreplay help replay').
 
 Examples:
   memreplay compare snapshot.pickle --alloc-conf expandable_segments:True
@@ -20,6 +23,7 @@ Examples:
       --alloc-conf garbage_collection_threshold:0.8,max_split_size_mb:128 \
       --alloc-conf expandable_segments:True
   memreplay compare snapshot.pickle --alloc-conf expandable_segments:True --html compare.html
+  memreplay compare --device cuda snapshot.pickle --alloc-conf expandable_segments:True   # on the real GPU 0, measured call time
 
 Flags:
 `

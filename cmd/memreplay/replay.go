@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -17,6 +18,7 @@ import (
 	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/realgpu"
 )
 
 const replayHelp = `Usage: memreplay replay [flags] TRACE
@@ -41,6 +43,20 @@ anything else is a memreplay trace, written as the replay goes. Replaying
 the recording with the same settings reproduces it decision for decision
 ('replay --check OUT'). See "Recording the replay" in docs/replay.md.
 
+--device cuda[:N] replays on the real GPU N (default 0) instead of the
+simulated one: the allocator's cudaMalloc, cudaFree and VMM calls go to the
+CUDA driver (libcuda.so.1, or the library MEMREPLAY_LIBCUDA names), the GPU
+says when it is full, and the report shows the calls' measured time instead
+of the simulator's modelled time. Nothing is computed on the GPU; the
+trace's streams are not the driver's, and the trace still says when each
+stream's work finished. --capacity then limits the replay to that much of
+the GPU (at most all of it); without it the replay has the GPU's memory.
+--check compares decisions as on the simulator; a trace recorded with
+expandable_segments:True or per_process_memory_fraction needs --capacity
+set to the recording GPU's memory, since both scale with the device's.
+Everything the replay allocated is freed at the end. See "On a real GPU"
+in docs/replay.md.
+
 Examples:
   memreplay replay snapshot.pickle
   memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
@@ -51,6 +67,8 @@ Examples:
   memreplay replay --alloc-conf expandable_segments:True --record es.pickle snapshot.pickle   # open es.pickle in pytorch.org/memory_viz
   memreplay replay --record trial.pickle trial.mrt   # a trial trace with its end state, for memory_viz
   memreplay replay --alloc-conf max_split_size_mb:128 --record ms.mrt trace.mrt && memreplay replay --check ms.mrt
+  memreplay replay --device cuda --check snapshot.pickle     # the same decisions on the real GPU 0
+  MEMREPLAY_LIBCUDA=/usr/lib64/libcuda.so.1 memreplay replay --device cuda:1 --capacity 24GiB --format json trace.mrt
 
 Flags:
 `
@@ -66,6 +84,7 @@ type replayFlags struct {
 	html     string // --html: also write the HTML report there
 	record   string // --record (replay only): also record the replay there
 	noColor  bool   // --no-color: accepted; the tables have no colour
+	device   string // --device: sim (or ""), cuda, cuda:N
 	// samples is the profiler's timeline length (0: its default); the
 	// HTML report asks for more, to zoom into.
 	samples int
@@ -80,6 +99,25 @@ func (f *replayFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.progress, "progress", true, "show progress on stderr when it is a terminal")
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report (timeline, segment map, sites) to this file")
 	fs.BoolVar(&f.noColor, "no-color", false, "plain output (the tables are plain already; accepted for scripts)")
+	fs.StringVar(&f.device, "device", "sim", "where to replay: sim (the simulated GPU) or cuda[:N] (the real GPU N through the CUDA driver; MEMREPLAY_LIBCUDA names the driver library)")
+}
+
+// gpu parses --device: nil for the simulated GPU, else the real GPU's
+// options.
+func (f *replayFlags) gpu(capacity uint64) (*realgpu.Options, error) {
+	switch d := f.device; {
+	case d == "" || d == "sim":
+		return nil, nil
+	case d == "cuda":
+		return &realgpu.Options{Capacity: capacity}, nil
+	case strings.HasPrefix(d, "cuda:"):
+		n, err := strconv.Atoi(d[len("cuda:"):])
+		if err != nil || n < 0 {
+			return nil, usageError{fmt.Errorf("--device %q: want sim, cuda or cuda:N with N a GPU's number", d)}
+		}
+		return &realgpu.Options{Ordinal: n, Capacity: capacity}, nil
+	}
+	return nil, usageError{fmt.Errorf("--device %q: want sim, cuda or cuda:N", f.device)}
 }
 
 func (f *replayFlags) options(path string) (replay.Options, error) {
@@ -103,6 +141,9 @@ func (f *replayFlags) options(path string) (replay.Options, error) {
 	case "table", "json", "markdown":
 	default:
 		return opts, usageError{fmt.Errorf("--format %q: want table, json or markdown", f.format)}
+	}
+	if _, err := f.gpu(0); err != nil {
+		return opts, err
 	}
 	return opts, nil
 }
@@ -160,6 +201,10 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		} else {
 			fmt.Fprintf(stderr, "memreplay replay: check failed: final layout differs: %s\n", res.Check.FinalDifference)
 		}
+		if c := res.Config; rf.device != "sim" && opts.Capacity == 0 && (c.ExpandableSegments || c.PerProcessMemoryFraction < 1) {
+			fmt.Fprintln(stderr, "memreplay replay: (on a GPU, expandable segments and per_process_memory_fraction scale with its memory: "+
+				"--capacity with the recording GPU's memory replays the trace as recorded)")
+		}
 		return errCheckFailed
 	}
 	if *failOnOOM && len(res.OOMs) > 0 {
@@ -186,10 +231,21 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	}
 	var rec *recording
 	if rf.record != "" {
-		if rec, err = startRecording(rf.record, path, o.Reader, opts); err != nil {
+		if rec, err = startRecording(rf.record, path, o.Reader, opts, rf.device); err != nil {
 			return nil, err
 		}
 		defer rec.abort()
+	}
+	gpu, err := openGPU(rf, opts.Capacity)
+	if err != nil {
+		return nil, err
+	}
+	if gpu != nil {
+		// After the profile and the recording were read: Close frees
+		// everything the replay left on the GPU.
+		defer gpu.Close()
+		opts.NewProcess = gpu.NewProcess
+		label += " on " + gpu.Name()
 	}
 	pr := newProgress(stderr, label, total, rf.progress)
 	opts.Progress = pr.update
@@ -208,7 +264,31 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 			return nil, err
 		}
 	}
-	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
+	in := &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}
+	if gpu != nil {
+		if err := gpu.Close(); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// openGPU opens the real GPU --device names, nil for the simulated one. No
+// driver, no GPU, or a --capacity larger than the GPU is one line, exit
+// code 2.
+func openGPU(rf *replayFlags, capacity uint64) (*realgpu.Backend, error) {
+	o, err := rf.gpu(capacity)
+	if err != nil || o == nil {
+		return nil, err
+	}
+	b, err := realgpu.Open(*o)
+	if errors.Is(err, realgpu.ErrCapacity) {
+		return nil, usageError{fmt.Errorf("--capacity: %v", err)}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("--device %s: %w", rf.device, err)
+	}
+	return b, nil
 }
 
 // recording is --record OUT: the replay's own activity, written into a
@@ -225,7 +305,7 @@ type recording struct {
 	rr     *replay.ReplayRecorder
 }
 
-func startRecording(out, path string, src trace.Reader, opts replay.Options) (*recording, error) {
+func startRecording(out, path string, src trace.Reader, opts replay.Options, device string) (*recording, error) {
 	if abs1, _ := filepath.Abs(path); abs1 != "" {
 		if abs2, _ := filepath.Abs(out); abs1 == abs2 {
 			return nil, usageError{fmt.Errorf("--record %s: that is the trace being replayed", out)}
@@ -251,6 +331,9 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options) (*r
 	}
 	if opts.OOM != replay.OOMStop {
 		flags = append(flags, "--oom "+opts.OOM.String())
+	}
+	if device != "" && device != "sim" {
+		flags = append(flags, "--device "+device)
 	}
 	if len(flags) > 0 {
 		ro.Notes = append(ro.Notes, "replayed with "+strings.Join(flags, " "))

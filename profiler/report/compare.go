@@ -72,7 +72,20 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 	add("cudaFree", func(i int) string { return strconv.FormatUint(fs[i].DeviceFrees, 10) })
 	add("cuMemMap", func(i int) string { return strconv.FormatUint(fs[i].DeviceMaps, 10) })
 	add("cuMemUnmap", func(i int) string { return strconv.FormatUint(fs[i].DeviceUnmaps, 10) })
-	add("modelled device time", func(i int) string { return duration(fs[i].DeviceTimeNS) })
+	// All columns come from one kind of device in memreplay compare; should
+	// they not, each value says which kind it is.
+	measured, mixed := false, false
+	for i := range fs {
+		mixed = mixed || (i > 0 && fs[i].DeviceTimeMeasured != measured)
+		measured = fs[i].DeviceTimeMeasured
+	}
+	if mixed {
+		add("device time", func(i int) string {
+			return duration(fs[i].DeviceTimeNS) + " (" + timeSource(fs[i].DeviceTimeMeasured) + ")"
+		})
+	} else {
+		add(deviceTimeLabel(measured), func(i int) string { return duration(fs[i].DeviceTimeNS) })
+	}
 	return renderTable(w, &s, false)
 }
 
@@ -97,8 +110,7 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 		f := figures(r.Result, r.Profile)
 		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result),
 			Fragmentation: fragmentationJSON(&f), Stats: summedStats(r.Result),
-			DeviceCalls: jsonCalls{Mallocs: f.DeviceMallocs, Frees: f.DeviceFrees, Maps: f.DeviceMaps,
-				Unmaps: f.DeviceUnmaps, AllocRetries: f.AllocRetries, OOMs: f.OOMs, TimeNS: f.DeviceTimeNS}}
+			DeviceCalls: callsSummary(&f)}
 		if r.Result != nil {
 			jr.Events, jr.Stopped = r.Result.Events, r.Result.Stopped
 		}

@@ -33,7 +33,12 @@
 //     trace), "retries" (the events where the allocator released its
 //     cache and retried a device allocation: "event", "device", "count"),
 //     "top_sites", "top_stranding_sites", "timeline", "devices",
-//     "device_calls", "notes". Site lists and the captures' per-site
+//     "device_calls", "notes". The device calls' time is the simulator's
+//     model or, on a real GPU (replay --device cuda), measured:
+//     "device_calls"."time_source" says which ("modelled" or "measured"),
+//     and the time is in "modelled_time_ns" or "measured_time_ns" (the
+//     other 0); each of "devices" has its "time_source" and, on a real GPU,
+//     its "name". Site lists and the captures' per-site
 //     entries are cut to Input.Top (the pprof output has every site).
 //
 // Keys are snake_case and stable; new keys may be added, none removed.

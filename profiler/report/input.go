@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,7 @@ func figures(res *replay.Result, prof *profiler.Profile) profiler.Figures {
 		f.DeviceMaps += d.Counters.Get(sim.CallMap).Calls
 		f.DeviceUnmaps += d.Counters.Get(sim.CallUnmap).Calls
 		f.DeviceTimeNS += int64(d.Counters.Total.Time)
+		f.DeviceTimeMeasured = f.DeviceTimeMeasured || d.TimeMeasured
 	}
 	if f.PeakReservedBytes > 0 {
 		f.WasteRatio = 1 - float64(f.PeakLiveBytes)/float64(f.PeakReservedBytes)
@@ -198,7 +200,7 @@ func notes(in *Input) []string {
 			out = append(out, res.Problems...)
 		}
 		for _, d := range res.Devices {
-			if d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" {
+			if d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" && d.Name == "" {
 				out = append(out, fmt.Sprintf("device %d capacity %s: %s", d.Index, allocator.FormatSize(d.Capacity), d.CapacitySource))
 			}
 		}
@@ -282,6 +284,35 @@ func configLabel(res *replay.Result) string {
 }
 
 func duration(ns int64) string { return time.Duration(ns).String() }
+
+// deviceNames names the real GPUs the replay ran on ("" when simulated).
+func deviceNames(res *replay.Result) string {
+	var names []string
+	for _, d := range res.Devices {
+		if d.Name != "" && !slices.Contains(names, d.Name) {
+			names = append(names, d.Name)
+		}
+	}
+	return strings.Join(names, "; ")
+}
+
+// deviceTimeLabel names the device-time figure: "measured" on a real GPU
+// (wall time around the driver calls), "modelled" on the simulated one (the
+// sim's cost model).
+func deviceTimeLabel(measured bool) string {
+	if measured {
+		return "measured device time"
+	}
+	return "modelled device time"
+}
+
+// timeSource is deviceTimeLabel's word alone, for JSON.
+func timeSource(measured bool) string {
+	if measured {
+		return "measured"
+	}
+	return "modelled"
+}
 
 func deviceCalls(f *profiler.Figures) string {
 	return fmt.Sprintf("cudaMalloc %d, cudaFree %d, cuMemMap %d, cuMemUnmap %d",

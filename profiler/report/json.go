@@ -64,7 +64,24 @@ type jsonCalls struct {
 	Unmaps       uint64 `json:"cu_mem_unmap"`
 	AllocRetries int64  `json:"alloc_retries"`
 	OOMs         int64  `json:"ooms"`
-	TimeNS       int64  `json:"modelled_time_ns"`
+	// The device calls' time: modelled_time_ns on the simulated GPU (the
+	// sim's cost model), measured_time_ns on a real one (wall time around
+	// the driver calls); the other is 0, and time_source says which.
+	TimeNS         int64  `json:"modelled_time_ns"`
+	MeasuredTimeNS int64  `json:"measured_time_ns"`
+	TimeSource     string `json:"time_source"`
+}
+
+// callsSummary is the device_calls object of f.
+func callsSummary(f *profiler.Figures) jsonCalls {
+	c := jsonCalls{Mallocs: f.DeviceMallocs, Frees: f.DeviceFrees, Maps: f.DeviceMaps, Unmaps: f.DeviceUnmaps,
+		AllocRetries: f.AllocRetries, OOMs: f.OOMs, TimeSource: timeSource(f.DeviceTimeMeasured)}
+	if f.DeviceTimeMeasured {
+		c.MeasuredTimeNS = f.DeviceTimeNS
+	} else {
+		c.TimeNS = f.DeviceTimeNS
+	}
+	return c
 }
 
 type jsonCheck struct {
@@ -116,13 +133,17 @@ type jsonSite struct {
 }
 
 type jsonDevice struct {
-	Index          int32                    `json:"index"`
-	Capacity       uint64                   `json:"capacity"`
-	CapacitySource string                   `json:"capacity_source"`
-	Stats          map[string]int64         `json:"stats"`
-	Fragmentation  *jsonFragmentation       `json:"fragmentation"`
-	Calls          map[string]jsonCallCount `json:"calls"`
-	Peak           *profiler.Capture        `json:"peak"`
+	Index          int32  `json:"index"`
+	Capacity       uint64 `json:"capacity"`
+	CapacitySource string `json:"capacity_source"`
+	// Name names a real GPU ("NVIDIA H200, cuda:0"); "" when simulated.
+	Name          string             `json:"name"`
+	Stats         map[string]int64   `json:"stats"`
+	Fragmentation *jsonFragmentation `json:"fragmentation"`
+	// Calls' time_ns are modelled or measured, as TimeSource says.
+	Calls      map[string]jsonCallCount `json:"calls"`
+	TimeSource string                   `json:"time_source"`
+	Peak       *profiler.Capture        `json:"peak"`
 }
 
 type jsonCallCount struct {
@@ -198,8 +219,7 @@ func buildJSON(in *Input) *jsonReport {
 		}
 	}
 	r.Fragmentation = fragmentationJSON(&f)
-	r.DeviceCalls = jsonCalls{Mallocs: f.DeviceMallocs, Frees: f.DeviceFrees, Maps: f.DeviceMaps, Unmaps: f.DeviceUnmaps,
-		AllocRetries: f.AllocRetries, OOMs: f.OOMs, TimeNS: f.DeviceTimeNS}
+	r.DeviceCalls = callsSummary(&f)
 	r.TopSites = sitesJSON(sitesByLive(prof, in.top()))
 	r.TopStranding = sitesJSON(sitesByStranded(prof, in.top()))
 	r.Devices = []jsonDevice{}
@@ -228,8 +248,8 @@ func buildJSON(in *Input) *jsonReport {
 		}
 		for i := range res.Devices {
 			d := &res.Devices[i]
-			jd := jsonDevice{Index: d.Index, Capacity: d.Capacity, CapacitySource: d.CapacitySource,
-				Stats: d.Stats.Map(), Calls: callsJSON(d.Counters)}
+			jd := jsonDevice{Index: d.Index, Capacity: d.Capacity, CapacitySource: d.CapacitySource, Name: d.Name,
+				Stats: d.Stats.Map(), Calls: callsJSON(d.Counters), TimeSource: timeSource(d.TimeMeasured)}
 			if dp := deviceProfile(prof, d.Index); dp != nil {
 				fr := fragmentationJSON(&dp.Figures)
 				jd.Fragmentation, jd.Peak = &fr, trimCapture(dp.Peak, in.top())

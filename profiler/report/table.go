@@ -105,6 +105,9 @@ func figuresSection(in *Input) section {
 		}
 		global("events", ev)
 		global("config", configLabel(res))
+		if n := deviceNames(res); n != "" {
+			global("device", n)
+		}
 	} else if prof != nil {
 		global("events", strconv.FormatInt(prof.Events, 10))
 	}
@@ -123,7 +126,7 @@ func figuresSection(in *Input) section {
 	per("OOMs", func(c *col) string { return strconv.FormatInt(c.f.OOMs, 10) })
 	if prof != nil {
 		per("device calls", func(c *col) string { return deviceCalls(&c.f) })
-		per("modelled device time", func(c *col) string { return duration(c.f.DeviceTimeNS) })
+		per(deviceTimeLabel(total.DeviceTimeMeasured), func(c *col) string { return duration(c.f.DeviceTimeNS) })
 	}
 	return s
 }

@@ -5,12 +5,14 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
 )
 
-// device is the allocator.Device a replayed allocator runs on: a simulated
-// process whose address space is remapped so that the allocator sees the
-// recorded addresses.
+// device is the allocator.Device a replayed allocator runs on: a Process
+// (simulated, or the real GPU) whose address space is remapped so that the
+// allocator sees the recorded addresses. Everything here is independent of
+// which: the process's own addresses never meet recorded ones (Process's
+// contract), and the scripted failures are answered before the process is
+// asked.
 //
 // Best fit breaks ties by address and merging depends on adjacency, so a
 // replay only decides like the recording if its segments sit where the
@@ -25,7 +27,7 @@ import (
 // recording's device did: when the next expected decision is a release or an
 // oom rather than a new segment, PyTorch's cudaMalloc must have failed.
 type device struct {
-	p      *sim.Process
+	p      Process
 	d      *devState
 	script bool   // fail where the recording failed (check mode)
 	force  uint64 // when set, the address the next segment must get (restoring)

@@ -3,7 +3,6 @@ package replay
 import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
 )
 
 // Recorder watches a replay: the profiler implements it to measure where
@@ -14,10 +13,10 @@ import (
 // (rerecord.go) records the replay as a trace; Recorders runs several.
 type Recorder interface {
 	// Attach is called once per device, before its first event, with the
-	// allocator and simulated process that will replay it. Restored
-	// (reconstructed) blocks are reported through Alloc with index -1
-	// after Attach.
-	Attach(device int32, a *allocator.Allocator, p *sim.Process)
+	// allocator and the process (simulated or real) that will replay it.
+	// Restored (reconstructed) blocks are reported through Alloc with index
+	// -1 after Attach.
+	Attach(device int32, a *allocator.Allocator, p Process)
 	// Restored is called once per device after the reconstructed state
 	// (if any) is in place and before the trace's first event: device
 	// calls made until then belong to the restore, not to the trace.

@@ -1,5 +1,8 @@
 // Package replay drives the caching allocator with a recorded trace on a
 // simulated device, and checks its decisions against the recording's.
+// Options.NewProcess puts it on another device instead, such as the real
+// GPU of package realgpu: the replay reaches its device only through the
+// Process interface (process.go).
 //
 // # Inputs and decisions
 //
@@ -89,6 +92,11 @@ type Options struct {
 	Progress func(events int64)
 	// InvariantChecks verifies the allocator after every operation (tests).
 	InvariantChecks bool
+	// NewProcess, when set, makes the device each traced device replays on
+	// (package realgpu's Backend.NewProcess: the real GPU); nil replays on
+	// a simulated GPU of the capacity above. Whoever made the processes
+	// closes them after the replay (and after reading the recorders).
+	NewProcess NewProcessFunc
 }
 
 // ProgressEvery is how often Options.Progress is called, in events.
@@ -213,21 +221,22 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range", i))
 	}
 	capacity, source := rp.capacity(i)
-	gpu, err := sim.NewGPU(sim.Options{
-		Name:              fmt.Sprintf("replay device %d", i),
-		Capacity:          capacity,
-		NoContextOverhead: true,
-		AddressBase:       replayAddressBase,
-	})
+	newProc := rp.opts.NewProcess
+	if newProc == nil {
+		newProc = newSimProcess
+	}
+	proc, err := newProc(i, capacity, source)
 	if err != nil {
 		return nil, fmt.Errorf("replay: device %d: %w", i, err)
 	}
-	proc, err := gpu.NewProcess()
-	if err != nil {
-		return nil, fmt.Errorf("replay: device %d: %w", i, err)
+	var name string
+	measured := false
+	if ds, ok := proc.(Describer); ok {
+		info := ds.Info()
+		capacity, source, name, measured = info.Capacity, info.CapacitySource, info.Name, info.MeasuredTime
 	}
 	d := &devState{rp: rp, index: i, proc: proc, live: map[uint64]liveBlock{},
-		capacity: capacity, capacitySource: source}
+		capacity: capacity, capacitySource: source, name: name, measured: measured}
 	d.dev = &device{p: proc, d: d, script: rp.opts.Check}
 	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i))}
 	if rp.opts.InvariantChecks {
@@ -404,8 +413,8 @@ func (rp *replayer) finish() error {
 		d.drain(rp.n - 1)
 		snap := d.a.Snapshot()
 		rp.res.Devices = append(rp.res.Devices, DeviceResult{
-			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource,
-			Stats: d.a.Stats(), Counters: d.counters(), Final: snap,
+			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, Name: d.name,
+			Stats: d.a.Stats(), Counters: d.counters(), TimeMeasured: d.measured, Final: snap,
 		})
 		if rp.check != nil && hasFinal {
 			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
@@ -431,17 +440,20 @@ func (d *devState) counters() sim.Counters {
 	return c
 }
 
-// devState is one device's replay: its allocator, simulated process, live
-// blocks by recorded address and the queue of expected decisions.
+// devState is one device's replay: its allocator, process (simulated or
+// real), live blocks by recorded address and the queue of expected
+// decisions.
 type devState struct {
 	rp    *replayer
 	index int32
 	a     *allocator.Allocator
-	proc  *sim.Process
+	proc  Process
 	dev   *device
 
 	capacity       uint64
 	capacitySource string
+	name           string       // the device's name (Describer); "" when simulated
+	measured       bool         // the process measures its calls' time
 	baseline       sim.Counters // device calls of the restore, not the trace's
 
 	live   map[uint64]liveBlock

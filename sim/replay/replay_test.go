@@ -2,7 +2,6 @@ package replay_test
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -10,71 +9,15 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 )
 
 const mib = 1 << 20
 
-// recordWorkload runs a random workload on a fresh allocator with conf on a
-// simulated device of capacity bytes, recording it, and returns the trace
-// with the final state. The workload mixes small and large sizes on two
-// streams, frees blocks used on a side stream (record_stream), completes
-// that stream now and then, calls empty_cache, and runs into OOMs.
+// recordWorkload is replaytest.RecordWorkload with one side stream.
 func recordWorkload(t *testing.T, conf string, capacity uint64, seed uint64, steps int) (*trace.Trace, config.Config, allocator.Stats) {
-	t.Helper()
-	cfg, err := config.Parse(conf)
-	require.NoError(t, err)
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
-	require.NoError(t, err)
-	proc, err := gpu.NewProcess()
-	require.NoError(t, err)
-	a, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
-	require.NoError(t, err)
-
-	tr := &trace.Trace{
-		Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings(),
-			Devices: []trace.Device{{Index: 0, Capacity: capacity}}},
-		Stacks: trace.NewStacks(),
-	}
-	rec := replay.Record(a, 0, func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
-	rng := rand.New(rand.NewPCG(seed, 42))
-	var live []*allocator.Block
-	sizes := []uint64{1, 512, 4000, 65536, mib - 1, mib + 1, 3 * mib, 9 * mib, 12*mib + 77, 40 * mib, 130 * mib}
-	for i := 0; i < steps; i++ {
-		switch r := rng.IntN(100); {
-		case r < 50 || len(live) == 0:
-			size := sizes[rng.IntN(len(sizes))] + uint64(rng.IntN(4096))
-			stream := allocator.Stream(0)
-			if rng.IntN(4) == 0 {
-				stream = 5
-			}
-			b, err := a.Malloc(size, stream)
-			if err != nil {
-				require.ErrorIs(t, err, allocator.ErrOutOfMemory)
-				continue
-			}
-			live = append(live, b)
-		case r < 90:
-			k := rng.IntN(len(live))
-			b := live[k]
-			live[k] = live[len(live)-1]
-			live = live[:len(live)-1]
-			if rng.IntN(5) == 0 {
-				require.NoError(t, rec.RecordStream(b, 9))
-			}
-			require.NoError(t, a.Free(b))
-		case r < 96:
-			proc.CompleteEvents(9)
-			rec.StreamSync(9)
-		default:
-			require.NoError(t, rec.EmptyCache())
-		}
-	}
-	rec.Stop()
-	tr.Final = replay.SnapshotSegments(a.Snapshot())
-	tr.HasFinal = true
-	return tr, cfg, a.Stats()
+	return replaytest.RecordWorkload(t, conf, capacity, seed, steps)
 }
 
 var checkConfs = []string{

@@ -59,7 +59,6 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
 )
 
 // SourceReplay is the header Source of a recording of a replay.
@@ -139,7 +138,7 @@ func newReplayRecorder(src trace.Reader, o ReplayRecordOptions) *ReplayRecorder 
 }
 
 // Attach implements Recorder.
-func (r *ReplayRecorder) Attach(device int32, a *allocator.Allocator, p *sim.Process) {
+func (r *ReplayRecorder) Attach(device int32, a *allocator.Allocator, p Process) {
 	d := &recDev{a: a, stacks: map[uint64]trace.StackID{}, private: map[uint64]struct{}{}}
 	if _, total, err := p.MemGetInfo(); err == nil && total != UnknownCapacity {
 		d.capacity = total
@@ -461,7 +460,7 @@ func Recorders(rs ...Recorder) Recorder {
 
 type multiRecorder []Recorder
 
-func (m multiRecorder) Attach(device int32, a *allocator.Allocator, p *sim.Process) {
+func (m multiRecorder) Attach(device int32, a *allocator.Allocator, p Process) {
 	for _, r := range m {
 		r.Attach(device, a, p)
 	}

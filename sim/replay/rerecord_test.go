@@ -471,8 +471,8 @@ func TestRecorders(t *testing.T) {
 
 type countingRecorder struct{ attach, restored, allocs, frees, ooms, steps int }
 
-func (c *countingRecorder) Attach(int32, *allocator.Allocator, *sim.Process) { c.attach++ }
-func (c *countingRecorder) Restored(int32)                                   { c.restored++ }
+func (c *countingRecorder) Attach(int32, *allocator.Allocator, replay.Process) { c.attach++ }
+func (c *countingRecorder) Restored(int32)                                     { c.restored++ }
 func (c *countingRecorder) Alloc(int32, int64, *allocator.Block, trace.StackID) {
 	c.allocs++
 }

@@ -72,13 +72,21 @@ type Result struct {
 // DeviceResult is one device's end state.
 type DeviceResult struct {
 	Index int32
-	// Capacity is the simulated device's memory and CapacitySource why:
-	// "option", "trace header", "implied by oom at event N", "unknown".
+	// Capacity is the device's memory and CapacitySource why: "option",
+	// "trace header", "implied by oom at event N", "unknown" for a
+	// simulated device; "device memory" (all of it) or "option" (a limit)
+	// for a real one.
 	Capacity       uint64
 	CapacitySource string
-	Stats          allocator.Stats
-	Counters       sim.Counters
-	Final          allocator.Snapshot
+	// Name names a real device ("NVIDIA H200, cuda:0"); empty when
+	// simulated.
+	Name     string
+	Stats    allocator.Stats
+	Counters sim.Counters
+	// TimeMeasured says that Counters' times were measured (a real GPU),
+	// not modelled by the simulator's cost model.
+	TimeMeasured bool
+	Final        allocator.Snapshot
 }
 
 // OOM is one failed allocation of the replay.

@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -42,6 +43,11 @@ func (d *devState) restore() error {
 		d.dev.force = s.Address
 		bases, live, err := d.a.Restore([]allocator.RestoreSegment{rs})
 		d.dev.force = 0
+		if errors.Is(err, allocator.ErrFatal) {
+			// A corrupted context (a real GPU's sticky error): the
+			// device's failure, not the trace's.
+			return fmt.Errorf("replay: device %d: restoring the initial segment at %#x: %w", d.index, s.Address, err)
+		}
 		if err != nil {
 			return &trace.FormatError{File: d.rp.opts.Name, Offset: -1, Event: -1,
 				Msg: fmt.Sprintf("initial segment at %#x on device %d", s.Address, d.index), Err: err}

@@ -1,0 +1,87 @@
+// Package replaytest holds what the tests of sim/replay and of its device
+// backends (sim/replay/realgpu) share: a random recorded workload.
+package replaytest
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+const mib = 1 << 20
+
+// RecordWorkload runs a random workload on a fresh allocator with conf on a
+// simulated GPU of capacity bytes and records it (replay.Record), with its
+// end state. The workload mixes small and large sizes on streams 0 and 5,
+// frees blocks used on one of sideStreams (record_stream; default: stream
+// 9), completes a side stream now and then (each apart), calls empty_cache,
+// and runs into OOMs; blocks of the side streams may still wait at the
+// end. It returns the trace, the settings and the recording allocator's
+// statistics.
+func RecordWorkload(t testing.TB, conf string, capacity, seed uint64, steps int, sideStreams ...allocator.Stream) (*trace.Trace, config.Config, allocator.Stats) {
+	t.Helper()
+	if len(sideStreams) == 0 {
+		sideStreams = []allocator.Stream{9}
+	}
+	cfg, err := config.Parse(conf)
+	require.NoError(t, err)
+	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+	require.NoError(t, err)
+	proc, err := gpu.NewProcess()
+	require.NoError(t, err)
+	a, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
+	require.NoError(t, err)
+
+	tr := &trace.Trace{
+		Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings(),
+			Devices: []trace.Device{{Index: 0, Capacity: capacity}}},
+		Stacks: trace.NewStacks(),
+	}
+	rec := replay.Record(a, 0, func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
+	rng := rand.New(rand.NewPCG(seed, 42))
+	side := func() allocator.Stream { return sideStreams[rng.IntN(len(sideStreams))] }
+	var live []*allocator.Block
+	sizes := []uint64{1, 512, 4000, 65536, mib - 1, mib + 1, 3 * mib, 9 * mib, 12*mib + 77, 40 * mib, 130 * mib}
+	for i := 0; i < steps; i++ {
+		switch r := rng.IntN(100); {
+		case r < 50 || len(live) == 0:
+			size := sizes[rng.IntN(len(sizes))] + uint64(rng.IntN(4096))
+			stream := allocator.Stream(0)
+			if rng.IntN(4) == 0 {
+				stream = 5
+			}
+			b, err := a.Malloc(size, stream)
+			if err != nil {
+				require.ErrorIs(t, err, allocator.ErrOutOfMemory)
+				continue
+			}
+			live = append(live, b)
+		case r < 90:
+			k := rng.IntN(len(live))
+			b := live[k]
+			live[k] = live[len(live)-1]
+			live = live[:len(live)-1]
+			if rng.IntN(5) == 0 {
+				require.NoError(t, rec.RecordStream(b, side()))
+			}
+			require.NoError(t, a.Free(b))
+		case r < 96:
+			s := side()
+			proc.CompleteEvents(s)
+			rec.StreamSync(s)
+		default:
+			require.NoError(t, rec.EmptyCache())
+		}
+	}
+	rec.Stop()
+	tr.Final = replay.SnapshotSegments(a.Snapshot())
+	tr.HasFinal = true
+	return tr, cfg, a.Stats()
+}

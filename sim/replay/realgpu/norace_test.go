@@ -1,0 +1,5 @@
+//go:build !race
+
+package realgpu_test
+
+const raceEnabled = false
