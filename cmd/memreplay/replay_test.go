@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/sim/replay"
 )
 
 const (
@@ -149,4 +151,26 @@ func TestReplayPprof(t *testing.T) {
 	top, err := cmd.CombinedOutput()
 	require.NoError(t, err, string(top))
 	require.Contains(t, string(top), "flat")
+}
+
+// The blocks a partial trace held before its first event, without stacks
+// of their own (the model's weights), are named as such in the sites.
+func TestReplayNamesBlocksFromBeforeTheTrace(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", "--format", "json", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	var rep struct {
+		TopSites []struct {
+			Label     string `json:"label"`
+			LiveBytes uint64 `json:"live_bytes_at_peak"`
+			Blocks    int    `json:"blocks_at_peak"`
+			Allocs    int    `json:"alloc_count"`
+		} `json:"top_sites"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &rep))
+	require.NotEmpty(t, rep.TopSites)
+	s := rep.TopSites[0]
+	require.Equal(t, replay.BeforeTraceFrame.Name, s.Label)
+	require.Equal(t, 137, s.Blocks) // the 137 reconstructed live blocks
+	require.Equal(t, uint64(525286400), s.LiveBytes)
+	require.Zero(t, s.Allocs, "allocated before the trace, not during it")
 }

@@ -63,18 +63,22 @@ func (d *devState) restore() error {
 			}
 			lb := live[0][k]
 			k++
+			stack := b.Stack
+			if stack == 0 {
+				stack = d.rp.beforeTraceStack()
+			}
 			if rec := d.rp.opts.Recorder; rec != nil {
-				rec.Alloc(d.index, -1, lb, b.Stack)
+				rec.Alloc(d.index, -1, lb, stack)
 			}
 			if b.State != trace.BlockPendingFree {
-				d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1}
+				d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1}
 				continue
 			}
 			// Freed, waiting on stream events: free it again on a private
 			// stream whose event completes when the trace shows its
 			// free_completed.
 			if rec := d.rp.opts.Recorder; rec != nil {
-				rec.Free(d.index, -1, lb, b.Stack)
+				rec.Free(d.index, -1, lb, stack)
 			}
 			d.synth++
 			synth := allocator.Stream(synthStreamBase + d.synth)
@@ -84,8 +88,25 @@ func (d *devState) restore() error {
 			if err := d.a.Free(lb); err != nil {
 				return err
 			}
-			d.live[b.Address] = liveBlock{b: lb, stack: b.Stack, at: -1, synth: synth, pending: true}
+			d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true}
 		}
 	}
 	return nil
+}
+
+// BeforeTraceFrame is the one frame of the stack a replay gives the blocks
+// that were live before a trace's first event and have no stack of their
+// own (allocated before _record_memory_history started, as a model's
+// weights usually are), so that reports name them for what they are
+// rather than as "no stack".
+var BeforeTraceFrame = trace.Frame{Name: "<live before the trace; no stack recorded>"}
+
+// beforeTraceStack interns BeforeTraceFrame's stack in the trace's table
+// (0 when the trace has none).
+func (rp *replayer) beforeTraceStack() trace.StackID {
+	st := rp.r.Stacks()
+	if st == nil {
+		return 0
+	}
+	return st.Intern([]trace.Frame{BeforeTraceFrame})
 }
