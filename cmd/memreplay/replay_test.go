@@ -174,3 +174,14 @@ func TestReplayNamesBlocksFromBeforeTheTrace(t *testing.T) {
 	require.Equal(t, uint64(525286400), s.LiveBytes)
 	require.Zero(t, s.Allocs, "allocated before the trace, not during it")
 }
+
+// A trace that records no capacity and implies none replays on a device
+// too large to run out; the table says so rather than print its size.
+func TestReplayTableUnknownCapacity(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "not limited (the trace records none; --capacity sets one)")
+	code, stdout, stderr = runCLI("replay", "--capacity", "24GiB", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "24.00 GiB (option)")
+}

@@ -76,7 +76,13 @@ func figuresSection(in *Input) section {
 	} else {
 		c, src := capacity(res)
 		capStr := size(c)
-		if src != "" {
+		switch {
+		case src == "unknown":
+			// The trace records no capacity and implies none: the
+			// simulated device is too large to run out (--capacity
+			// sets one).
+			capStr = "not limited (the trace records none; --capacity sets one)"
+		case src != "":
 			capStr += " (" + src + ")"
 		}
 		cols = []col{{name: "value", f: total, cap: capStr}}

@@ -535,7 +535,11 @@
     var rows = [
       ['events', function (r) { return String(r.report.events) + (r.report.stopped ? ' (stopped at ' + r.report.stopped_at + ')' : ''); }],
       ['config', function (r) { return r.report.config || 'defaults'; }],
-      ['capacity', function (r) { return formatSize(r.report.capacity) + (r.report.capacity_source ? ' (' + r.report.capacity_source + ')' : ''); }],
+      ['capacity', function (r) {
+        // As the terminal table says it (table.go).
+        if (r.report.capacity_source === 'unknown') return 'not limited (the trace records none; --capacity sets one)';
+        return formatSize(r.report.capacity) + (r.report.capacity_source ? ' (' + r.report.capacity_source + ')' : '');
+      }],
       ['peak live', function (r) { return formatSize(r.report.fragmentation.peak_live_bytes) + ev(r.report.fragmentation.peak_live_event); }],
       ['peak reserved', function (r) { return formatSize(r.report.fragmentation.peak_reserved_bytes) + ev(r.report.fragmentation.peak_reserved_event); }],
       ['waste (1 - live/reserved)', function (r) { return percent(r.report.fragmentation.waste_ratio); }],
