@@ -72,3 +72,12 @@ figures:
 .PHONY: libmemreplay
 libmemreplay:
 	$(GO) build -buildmode=c-shared -o dist/libmemreplay.so ./cmd/libmemreplay
+
+# gpu-dist: everything a GPU machine without Go needs, built here (x86-64,
+# cgo, glibc 2.34+): the CLI, the CUDA backend's test binary and the
+# PyTorch plug-in, in dist/. Carry dist/ and run bench/gpu-check.sh and
+# bench/gpu-pytorch.sh there (docs/cuda.md, docs/libmemreplay.md).
+.PHONY: gpu-dist
+gpu-dist: libmemreplay
+	$(GO) build -o dist/memreplay ./cmd/memreplay
+	$(GO) test -c -o dist/cuda.test ./allocator/cuda

@@ -41,12 +41,16 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 lib=${1:-dist/libmemreplay.so}
 case $lib in /*) ;; *) lib=$root/$lib ;; esac
-out=${OUT:-$PWD/out}
+# The details go into $top/gpu-pytorch/ and come back as one tarball, with
+# the log and the summary beside it (the device tool returns at most 8 files
+# from $OUT).
+top=${OUT:-$PWD/out}
+out=$top/gpu-pytorch
 mkdir -p "$out"
 py=${PYTHON:-python3}
 steps=${STEPS:-30}
 common=(--steps "$steps" --batch "${BATCH:-16}" --seq "${SEQ:-512}" --layers "${LAYERS:-12}" --d-model "${DMODEL:-768}")
-log=$out/gpu-pytorch.log
+log=$top/gpu-pytorch.log
 : >"$log"
 say() { echo "$*" | tee -a "$log"; }
 
@@ -104,7 +108,8 @@ else
 	say "== no memreplay CLI (MEMREPLAY_BIN, dist/memreplay): replay checks skipped"
 fi
 
-"$py" - "$out" "$replay_status" <<'EOF' 2>&1 | tee -a "$log"
+status=0
+"$py" - "$out" "$replay_status" <<'EOF' 2>&1 | tee -a "$log" || status=$?
 import json, math, os, sys
 out, replay_status = sys.argv[1], sys.argv[2]
 def load(name):
@@ -140,3 +145,7 @@ with open(os.path.join(out, "gpu-pytorch-summary.json"), "w") as f:
 print("summary:", os.path.join(out, "gpu-pytorch-summary.json"), "passed" if not failed else "FAILED")
 sys.exit(1 if failed else 0)
 EOF
+cp "$out/gpu-pytorch-summary.json" "$top/" 2>/dev/null || true
+tar czf "$top/gpu-pytorch.tar.gz" -C "$top" gpu-pytorch && rm -rf "$out"
+echo "results: $top/gpu-pytorch.log, $top/gpu-pytorch-summary.json, $top/gpu-pytorch.tar.gz (every file)"
+exit $status
