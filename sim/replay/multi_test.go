@@ -2,53 +2,19 @@ package replay_test
 
 import (
 	"encoding/binary"
-	"errors"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 )
 
 // Two devices recorded into one trace, their events interleaved: each is
 // replayed by its own allocator and the check counts are summed.
 func TestReplayTwoDevices(t *testing.T) {
-	cfg := config.Default()
-	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings()}, Stacks: trace.NewStacks()}
-	var allocs [2]*allocator.Allocator
-	for d := range allocs {
-		gpu, err := sim.NewGPU(sim.Options{Capacity: 1 << 30, NoContextOverhead: true})
-		require.NoError(t, err)
-		proc, err := gpu.NewProcess()
-		require.NoError(t, err)
-		allocs[d], err = allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
-		require.NoError(t, err)
-		replay.Record(allocs[d], int32(d), func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
-		tr.Header.Devices = append(tr.Header.Devices, trace.Device{Index: int32(d), Capacity: 1 << 30})
-	}
-	var live [2][]*allocator.Block
-	for i := 0; i < 400; i++ {
-		d := i % 2
-		if i%5 == 4 && len(live[d]) > 0 {
-			require.NoError(t, allocs[d].Free(live[d][0]))
-			live[d] = live[d][1:]
-			continue
-		}
-		b, err := allocs[d].Malloc(uint64(1+i*d)*(3<<20)%(200<<20)+512, 0)
-		if errors.Is(err, allocator.ErrOutOfMemory) {
-			continue
-		}
-		require.NoError(t, err)
-		live[d] = append(live[d], b)
-	}
-	for d := range allocs {
-		tr.Final = append(tr.Final, replay.SnapshotSegments(allocs[d].Snapshot())...)
-	}
-	tr.HasFinal = true
+	tr, stats := replaytest.RecordTwoDevices(t)
 	res, err := replay.RunTrace(tr, replay.Options{Check: true, InvariantChecks: true})
 	require.NoError(t, err)
 	require.Len(t, res.Devices, 2)
@@ -60,8 +26,8 @@ func TestReplayTwoDevices(t *testing.T) {
 		}
 	}
 	require.Equal(t, allocsSeen, res.Check.DecisionsExpected)
-	for d := range allocs {
-		require.Equal(t, allocs[d].Stats().ReservedBytes, res.Devices[d].Stats.ReservedBytes)
+	for d := range stats {
+		require.Equal(t, stats[d].ReservedBytes, res.Devices[d].Stats.ReservedBytes)
 		require.Equal(t, int32(d), res.Devices[d].Index)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
 )
 
@@ -469,38 +470,7 @@ func TestOtherSettingsAsOnTheSimulator(t *testing.T) {
 // of its own sharing the GPU's memory, with the same decisions; both are
 // closed with the backend.
 func TestTwoDevicesOnOneGPU(t *testing.T) {
-	cfg := config.Default()
-	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings()}, Stacks: trace.NewStacks()}
-	var allocs [2]*allocator.Allocator
-	for d := range allocs {
-		gpu, err := sim.NewGPU(sim.Options{Capacity: gib, NoContextOverhead: true})
-		require.NoError(t, err)
-		proc, err := gpu.NewProcess()
-		require.NoError(t, err)
-		allocs[d], err = allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
-		require.NoError(t, err)
-		replay.Record(allocs[d], int32(d), func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
-		tr.Header.Devices = append(tr.Header.Devices, trace.Device{Index: int32(d), Capacity: gib})
-	}
-	var live [2][]*allocator.Block
-	for i := 0; i < 400; i++ {
-		d := i % 2
-		if i%5 == 4 && len(live[d]) > 0 {
-			require.NoError(t, allocs[d].Free(live[d][0]))
-			live[d] = live[d][1:]
-			continue
-		}
-		b, err := allocs[d].Malloc(uint64(1+i*d)*(3*mib)%(200*mib)+512, 0)
-		if errors.Is(err, allocator.ErrOutOfMemory) {
-			continue
-		}
-		require.NoError(t, err)
-		live[d] = append(live[d], b)
-	}
-	for d := range allocs {
-		tr.Final = append(tr.Final, replay.SnapshotSegments(allocs[d].Snapshot())...)
-	}
-	tr.HasFinal = true
+	tr, stats := replaytest.RecordTwoDevices(t)
 
 	ctl := needFake(t, 4*gib)
 	b := open(t, realgpu.Options{})
@@ -511,7 +481,7 @@ func TestTwoDevicesOnOneGPU(t *testing.T) {
 	require.Len(t, b.Processes(), 2)
 	var held uint64
 	for d, p := range b.Processes() {
-		require.Equal(t, allocs[d].Stats().ReservedBytes, res.Devices[d].Stats.ReservedBytes)
+		require.Equal(t, stats[d].ReservedBytes, res.Devices[d].Stats.ReservedBytes)
 		held += p.Held()
 	}
 	require.EqualValues(t, ctl.Stat("used"), held, "both on the one GPU")

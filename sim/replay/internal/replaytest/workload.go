@@ -3,6 +3,7 @@
 package replaytest
 
 import (
+	"errors"
 	"math/rand/v2"
 	"testing"
 
@@ -84,4 +85,47 @@ func RecordWorkload(t testing.TB, conf string, capacity, seed uint64, steps int,
 	tr.Final = replay.SnapshotSegments(a.Snapshot())
 	tr.HasFinal = true
 	return tr, cfg, a.Stats()
+}
+
+// RecordTwoDevices records a workload of two devices, each with its own
+// allocator under PyTorch's defaults on a simulated GPU of 1 GiB, into one
+// trace with their events interleaved (mallocs of sizes up to 200 MiB,
+// frees of the oldest block, OOMs skipped), with the end state of both. It
+// returns the trace and each recording allocator's statistics.
+func RecordTwoDevices(t testing.TB) (*trace.Trace, [2]allocator.Stats) {
+	t.Helper()
+	const gib = 1 << 30
+	cfg := config.Default()
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings()}, Stacks: trace.NewStacks()}
+	var allocs [2]*allocator.Allocator
+	for d := range allocs {
+		gpu, err := sim.NewGPU(sim.Options{Capacity: gib, NoContextOverhead: true})
+		require.NoError(t, err)
+		proc, err := gpu.NewProcess()
+		require.NoError(t, err)
+		allocs[d], err = allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
+		require.NoError(t, err)
+		replay.Record(allocs[d], int32(d), func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
+		tr.Header.Devices = append(tr.Header.Devices, trace.Device{Index: int32(d), Capacity: gib})
+	}
+	var live [2][]*allocator.Block
+	for i := 0; i < 400; i++ {
+		d := i % 2
+		if i%5 == 4 && len(live[d]) > 0 {
+			require.NoError(t, allocs[d].Free(live[d][0]))
+			live[d] = live[d][1:]
+			continue
+		}
+		b, err := allocs[d].Malloc(uint64(1+i*d)*(3*mib)%(200*mib)+512, 0)
+		if errors.Is(err, allocator.ErrOutOfMemory) {
+			continue
+		}
+		require.NoError(t, err)
+		live[d] = append(live[d], b)
+	}
+	for d := range allocs {
+		tr.Final = append(tr.Final, replay.SnapshotSegments(allocs[d].Snapshot())...)
+	}
+	tr.HasFinal = true
+	return tr, [2]allocator.Stats{allocs[0].Stats(), allocs[1].Stats()}
 }
