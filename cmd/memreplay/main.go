@@ -25,7 +25,7 @@ import (
 const usage = `memreplay: replay GPU memory traces through a PyTorch-exact caching allocator
 
 Usage:
-  memreplay replay [flags] TRACE     replay a trace and report where the memory went
+  memreplay replay [flags] TRACE...  replay traces and report where the memory went
   memreplay compare [flags] TRACE    replay under several allocator settings side by side
   memreplay report [flags] TRACE... -o report.html
                                      write a self-contained HTML memory report

@@ -21,7 +21,7 @@ import (
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
 )
 
-const replayHelp = `Usage: memreplay replay [flags] TRACE
+const replayHelp = `Usage: memreplay replay [flags] TRACE...
 
 Replays a recorded allocation trace through the PyTorch-exact caching
 allocator on a simulated GPU and reports where the memory went: peak live
@@ -31,7 +31,10 @@ sites that held or stranded the most memory.
 TRACE is a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot), an
 RMM logging_resource_adaptor CSV log, or a memreplay trace (see
 'memreplay convert'). A snapshot recorded after the model was loaded is
-replayed from a reconstructed initial state; the report says so.
+replayed from a reconstructed initial state; the report says so. Several
+traces are replayed one after another, each with its own report (with
+--format json, one JSON object per trace, one after another); the exit
+code is 1 if any check failed.
 
 --record OUT writes what memreplay's allocator did during the replay as a
 trace of its own: every alloc, free, segment and oom with the replay's
@@ -60,6 +63,7 @@ in docs/replay.md.
 Examples:
   memreplay replay snapshot.pickle
   memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
+  memreplay replay --check --format json *.pickle   # several traces, one JSON object each
   memreplay replay --alloc-conf expandable_segments:True snapshot.pickle
   memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
   memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -top mem.pb.gz
@@ -160,58 +164,85 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	if fs.NArg() != 1 {
-		return usageError{fmt.Errorf("want one trace file, got %d arguments (see memreplay help replay)", fs.NArg())}
+	if fs.NArg() == 0 {
+		return usageError{fmt.Errorf("want a trace file (see memreplay help replay)")}
 	}
-	path := fs.Arg(0)
-	opts, err := rf.options(path)
-	if err != nil {
-		return err
-	}
-	opts.Check = *check
-	if fs.Changed("alloc-conf") {
-		if opts.Config, err = parseAllocConf(*allocConf); err != nil {
-			return err
+	if fs.NArg() > 1 {
+		for _, f := range []struct{ name, v string }{{"pprof", *pprofOut}, {"html", rf.html}, {"record", rf.record}} {
+			if f.v != "" {
+				return usageError{fmt.Errorf("--%s takes one trace, got %d (memreplay report writes one page for several)", f.name, fs.NArg())}
+			}
 		}
 	}
-	in, err := replayOnce(path, opts, &rf, stderr)
+	failed := false
+	for i, path := range fs.Args() {
+		if i > 0 && rf.format != "json" {
+			fmt.Fprintln(stdout)
+		}
+		ok, err := replayPath(path, &rf, *allocConf, fs.Changed("alloc-conf"), *check, *failOnOOM, *pprofOut, stdout, stderr)
+		if err != nil {
+			return err
+		}
+		failed = failed || !ok
+	}
+	if failed {
+		return errCheckFailed
+	}
+	return nil
+}
+
+// replayPath replays one trace of the replay command and writes its
+// reports; ok is false when its check failed (or, with failOnOOM, it ran
+// out of memory), which the command turns into exit 1 after the last trace.
+func replayPath(path string, rf *replayFlags, allocConf string, confGiven, check, failOnOOM bool, pprofOut string, stdout, stderr io.Writer) (ok bool, err error) {
+	opts, err := rf.options(path)
 	if err != nil {
-		return err
+		return false, err
+	}
+	opts.Check = check
+	if confGiven {
+		if opts.Config, err = parseAllocConf(allocConf); err != nil {
+			return false, err
+		}
+	}
+	in, err := replayOnce(path, opts, rf, stderr)
+	if err != nil {
+		return false, err
 	}
 	in.Top = rf.top
 	namedTrace(in, path)
 	if err := writeReport(stdout, rf.format, in); err != nil {
-		return err
+		return false, err
 	}
-	if *pprofOut != "" {
-		if err := writePprof(*pprofOut, in); err != nil {
-			return err
+	if pprofOut != "" {
+		if err := writePprof(pprofOut, in); err != nil {
+			return false, err
 		}
 	}
 	if rf.html != "" {
 		if err := writeHTML(rf.html, &report.HTMLReport{Runs: []report.HTMLRun{{Label: runLabel(in), Input: in}}}); err != nil {
-			return err
+			return false, err
 		}
 	}
 	res := in.Result
 	if res.Check != nil && !res.Check.Passed() {
 		if d := res.Check.FirstDivergence; d != nil {
-			fmt.Fprintf(stderr, "memreplay replay: check failed: %d of %d decisions matched; first divergence at %s\n",
-				res.Check.DecisionsMatched, res.Check.DecisionsExpected, d)
+			fmt.Fprintf(stderr, "memreplay replay: %s: check failed: %d of %d decisions matched; first divergence at %s\n",
+				path, res.Check.DecisionsMatched, res.Check.DecisionsExpected, d)
 		} else {
-			fmt.Fprintf(stderr, "memreplay replay: check failed: final layout differs: %s\n", res.Check.FinalDifference)
+			fmt.Fprintf(stderr, "memreplay replay: %s: check failed: final layout differs: %s\n", path, res.Check.FinalDifference)
 		}
 		if c := res.Config; rf.device != "sim" && opts.Capacity == 0 && (c.ExpandableSegments || c.PerProcessMemoryFraction < 1) {
 			fmt.Fprintln(stderr, "memreplay replay: (on a GPU, expandable segments and per_process_memory_fraction scale with its memory: "+
 				"--capacity with the recording GPU's memory replays the trace as recorded)")
 		}
-		return errCheckFailed
+		return false, nil
 	}
-	if *failOnOOM && len(res.OOMs) > 0 {
-		fmt.Fprintf(stderr, "memreplay replay: out of memory at event %d: %s\n", res.OOMs[0].Index, firstLine(res.OOMs[0].Message))
-		return errCheckFailed
+	if failOnOOM && len(res.OOMs) > 0 {
+		fmt.Fprintf(stderr, "memreplay replay: %s: out of memory at event %d: %s\n", path, res.OOMs[0].Index, firstLine(res.OOMs[0].Message))
+		return false, nil
 	}
-	return nil
+	return true, nil
 }
 
 // replayOnce opens and replays one trace with the profiler attached.

@@ -185,3 +185,45 @@ func TestReplayTableUnknownCapacity(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "24.00 GiB (option)")
 }
+
+// Several traces replay one after another, each with its own report: a
+// table each, or one JSON object each; the exit code is 1 if any check
+// failed, after every trace was replayed; --pprof, --html and --record take
+// one trace.
+func TestReplaySeveralTraces(t *testing.T) {
+	trial := "../../traces/trial/bert-base_b16_s128_fp16.mrt"
+	code, stdout, stderr := runCLI("replay", partialTrace, trial)
+	require.Equal(t, 0, code, stderr)
+	require.Equal(t, 1, strings.Count(stdout, "cs336_silmont2000_memory_forward_fp32_128.pickle (pytorch-snapshot)"))
+	require.Equal(t, 1, strings.Count(stdout, "bert-base_b16_s128_fp16.mrt (memreplay-trial)"))
+	require.Equal(t, 2, strings.Count(stdout, "Top 10 allocation sites at peak"))
+
+	code, stdout, stderr = runCLI("replay", "--check", "--format", "json", completeTrace, partialTrace)
+	require.Equal(t, 0, code, stderr)
+	dec := json.NewDecoder(strings.NewReader(stdout))
+	var files []string
+	for dec.More() {
+		var rep struct {
+			File  string `json:"file"`
+			Check struct {
+				Passed bool `json:"passed"`
+			} `json:"check"`
+		}
+		require.NoError(t, dec.Decode(&rep))
+		require.True(t, rep.Check.Passed, rep.File)
+		files = append(files, filepath.Base(rep.File))
+	}
+	require.Equal(t, []string{filepath.Base(completeTrace), filepath.Base(partialTrace)}, files)
+
+	// A check that fails on the first trace still replays the second.
+	code, stdout, stderr = runCLI("replay", "--check", "--alloc-conf", "max_split_size_mb:20", "--format", "json", completeTrace, partialTrace)
+	require.Equal(t, 1, code)
+	require.Contains(t, stderr, filepath.Base(completeTrace)+": check failed")
+	require.Equal(t, 2, strings.Count(stdout, `"events"`))
+
+	for _, f := range []string{"--pprof", "--html", "--record"} {
+		code, _, stderr = runCLI("replay", f, filepath.Join(t.TempDir(), "x.out"), completeTrace, partialTrace)
+		require.Equal(t, 2, code, f)
+		require.Contains(t, stderr, f+" takes one trace")
+	}
+}
