@@ -200,7 +200,11 @@ func notes(in *Input) []string {
 			out = append(out, res.Problems...)
 		}
 		for _, d := range res.Devices {
-			if d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" && d.Name == "" {
+			switch {
+			case d.CapacitySource == "unknown":
+				out = append(out, fmt.Sprintf("device %d: the trace records no capacity and implies none; replayed on %s, which does not run out (--capacity sets one)",
+					d.Index, allocator.FormatSize(d.Capacity)))
+			case d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" && d.Name == "":
 				out = append(out, fmt.Sprintf("device %d capacity %s: %s", d.Index, allocator.FormatSize(d.Capacity), d.CapacitySource))
 			}
 		}
