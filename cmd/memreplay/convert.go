@@ -60,22 +60,16 @@ func convertCmd(args []string, stdout, stderr io.Writer) error {
 	if isPickleName(out) {
 		return convertToPickle(o, in, out, *quiet, stdout)
 	}
-	// Write to a temporary file beside the output and rename it, so that a
-	// failure never leaves a truncated trace under the output's name.
-	tmp, err := os.CreateTemp(filepath.Dir(out), ".memreplay-convert-*")
+	tmp, err := createOut(out)
 	if err != nil {
-		return err
+		return fmt.Errorf("cannot write %s: %w", out, err)
 	}
-	defer os.Remove(tmp.Name())
+	defer tmp.abort()
 	n, err := copyTrace(tmp, o.Reader)
 	if err != nil {
-		tmp.Close()
 		return err
 	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), out); err != nil {
+	if err := tmp.commit(); err != nil {
 		return err
 	}
 	if !*quiet {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -331,7 +330,7 @@ func openGPU(rf *replayFlags, capacity uint64) (*realgpu.Backend, error) {
 type recording struct {
 	out    string
 	pickle bool
-	f      *os.File
+	f      *outFile
 	bw     *bufio.Writer
 	rr     *replay.ReplayRecorder
 }
@@ -345,14 +344,9 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options, dev
 	if st, err := os.Stat(out); err == nil && st.IsDir() {
 		return nil, usageError{fmt.Errorf("--record %s: is a directory", out)}
 	}
-	dir := filepath.Dir(out)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(out)+".tmp*")
+	f, err := createOut(out)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return nil, usageError{fmt.Errorf("--record %s: cannot create a file in %s: %v", out, dir, err)}
+		return nil, usageError{fmt.Errorf("--record %s: cannot create a file in %s: %v", out, filepath.Dir(out), err)}
 	}
 	r := &recording{out: out, pickle: isPickleName(out), f: f, bw: bufio.NewWriterSize(f, 1<<20)}
 	ro := replay.ReplayRecordOptions{Name: path}
@@ -388,16 +382,10 @@ func (r *recording) finish(stderr io.Writer) error {
 		err = r.bw.Flush()
 	}
 	if err == nil {
-		err = r.f.Chmod(0o644)
-	}
-	if cerr := r.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(r.f.Name(), r.out)
+		err = r.f.commit()
 	}
 	if err != nil {
-		os.Remove(r.f.Name())
+		r.f.abort()
 		r.f = nil
 		return fmt.Errorf("--record %s: %w", r.out, err)
 	}
@@ -414,8 +402,7 @@ func (r *recording) finish(stderr io.Writer) error {
 // abort removes the temporary file of a recording not finished.
 func (r *recording) abort() {
 	if r.f != nil {
-		r.f.Close()
-		os.Remove(r.f.Name())
+		r.f.abort()
 		r.f = nil
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -166,33 +165,16 @@ func writeFigures(page, dir string, stdout io.Writer) error {
 }
 
 // writeHTML writes an HTML report to path.
-func writeHTML(path string, r *report.HTMLReport) (err error) {
-	// A temporary file beside the page, renamed over it at the end, so a
-	// failure never leaves a half-written page under the name.
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+func writeHTML(path string, r *report.HTMLReport) error {
+	f, err := createOut(path)
 	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return inputError{fmt.Errorf("cannot write %s: %w", path, err)}
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = report.WriteHTML(f, r); err != nil {
+	defer f.abort()
+	if err := report.WriteHTML(f, r); err != nil {
 		return err
 	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return f.commit()
 }
 
 // namedTrace gives the page a name for a trace whose header records no

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/memreplay/memreplay/profiler/trace"
@@ -138,26 +136,16 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return usageError{err}
 	}
-	// A temporary file beside the output, renamed at the end: a failure
-	// never leaves a truncated trace under the output's name.
-	tmp, err := os.CreateTemp(filepath.Dir(*out), ".memreplay-synth-*")
+	tmp, err := createOut(*out)
 	if err != nil {
-		return inputError{err}
+		return inputError{fmt.Errorf("cannot write %s: %w", *out, err)}
 	}
-	defer os.Remove(tmp.Name())
+	defer tmp.abort()
 	n, peak, err := writeTrial(tmp, r)
 	if err != nil {
-		tmp.Close()
 		return err
 	}
-	if err := tmp.Chmod(0o644); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), *out); err != nil {
+	if err := tmp.commit(); err != nil {
 		return inputError{err}
 	}
 	if !*quiet {
