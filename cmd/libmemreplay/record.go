@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sync"
@@ -223,15 +224,7 @@ func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
 	if cfg.PerProcessMemoryFraction < 1 {
 		t.Header.Notes = append(t.Header.Notes, fmt.Sprintf("per_process_memory_fraction:%g was in force; allocator_settings do not carry it: replay with --alloc-conf %q", cfg.PerProcessMemoryFraction, cfg.Source))
 	}
-	slices.SortFunc(all, func(a, b tagged) int {
-		switch {
-		case a.seq < b.seq:
-			return -1
-		case a.seq > b.seq:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(all, func(a, b tagged) int { return cmp.Compare(a.seq, b.seq) })
 	t.Events = make([]trace.Event, len(all))
 	for i, e := range all {
 		ev := trace.Event{Action: e.action, Device: e.dev, Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.time, Label: e.label}

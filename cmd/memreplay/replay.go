@@ -173,12 +173,14 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	run := replayRun{rf: &rf, allocConf: *allocConf, confGiven: fs.Changed("alloc-conf"), check: *check,
+		failOnOOM: *failOnOOM, pprofOut: *pprofOut}
 	failed := false
 	for i, path := range fs.Args() {
 		if i > 0 && rf.format != "json" {
 			fmt.Fprintln(stdout)
 		}
-		ok, err := replayPath(path, &rf, *allocConf, fs.Changed("alloc-conf"), *check, *failOnOOM, *pprofOut, stdout, stderr)
+		ok, err := run.one(path, stdout, stderr)
 		if err != nil {
 			return err
 		}
@@ -190,17 +192,26 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-// replayPath replays one trace of the replay command and writes its
-// reports; ok is false when its check failed (or, with failOnOOM, it ran
-// out of memory), which the command turns into exit 1 after the last trace.
-func replayPath(path string, rf *replayFlags, allocConf string, confGiven, check, failOnOOM bool, pprofOut string, stdout, stderr io.Writer) (ok bool, err error) {
+// replayRun is the replay command's flags, for each of its traces.
+type replayRun struct {
+	rf                          *replayFlags
+	allocConf                   string
+	confGiven, check, failOnOOM bool
+	pprofOut                    string
+}
+
+// one replays one trace and writes its reports; ok is false when its check
+// failed (or, with --fail-on-oom, it ran out of memory), which the command
+// turns into exit 1 after the last trace.
+func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err error) {
+	rf := run.rf
 	opts, err := rf.options(path)
 	if err != nil {
 		return false, err
 	}
-	opts.Check = check
-	if confGiven {
-		if opts.Config, err = parseAllocConf(allocConf); err != nil {
+	opts.Check = run.check
+	if run.confGiven {
+		if opts.Config, err = parseAllocConf(run.allocConf); err != nil {
 			return false, err
 		}
 	}
@@ -213,8 +224,8 @@ func replayPath(path string, rf *replayFlags, allocConf string, confGiven, check
 	if err := writeReport(stdout, rf.format, in); err != nil {
 		return false, err
 	}
-	if pprofOut != "" {
-		if err := writePprof(pprofOut, in); err != nil {
+	if run.pprofOut != "" {
+		if err := writePprof(run.pprofOut, in); err != nil {
 			return false, err
 		}
 	}
@@ -237,7 +248,7 @@ func replayPath(path string, rf *replayFlags, allocConf string, confGiven, check
 		}
 		return false, nil
 	}
-	if failOnOOM && len(res.OOMs) > 0 {
+	if run.failOnOOM && len(res.OOMs) > 0 {
 		fmt.Fprintf(stderr, "memreplay replay: %s: out of memory at event %d: %s\n", path, res.OOMs[0].Index, firstLine(res.OOMs[0].Message))
 		return false, nil
 	}
