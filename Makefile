@@ -30,8 +30,8 @@ race:
 	$(GO) test -race -count=1 ./...
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the trace
-# importers, the replay, the trial spec, the study's space and state files,
-# and the CUDA backend's calls (on the fake driver).
+# importers, the replay, memory_stats files, the trial spec, the study's
+# space and state files, and the CUDA backend's calls (on the fake driver).
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -40,6 +40,7 @@ fuzz:
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzNative -fuzztime $(FUZZTIME)
 	$(GO) test ./profiler/trace -run '^$$' -fuzz FuzzRMM -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/replay -run '^$$' -fuzz FuzzReplay -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/replay -run '^$$' -fuzz FuzzMemoryStats -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/trial -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/study -run '^$$' -fuzz FuzzParseSpace -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadState -fuzztime $(FUZZTIME)

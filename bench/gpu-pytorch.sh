@@ -27,9 +27,10 @@
 #   3. short recorded runs (5 steps): libmemreplay writes a native trace and
 #      a snapshot pickle, PyTorch's allocator a snapshot pickle
 #      (_record_memory_history + _dump_snapshot);
-#   4. `memreplay replay --check` on the recordings: libmemreplay's trace
-#      must match 100%; PyTorch's snapshot shows how closely memreplay's
-#      allocator follows PyTorch's own on this workload;
+#   4. `memreplay replay --check --expect-stats` on the recordings:
+#      libmemreplay's trace must match 100%, decisions and memory_stats();
+#      PyTorch's snapshot, with PyTorch's own memory_stats(), shows how
+#      closely memreplay's allocator follows PyTorch's on this workload;
 #   5. a summary, $OUT/gpu-pytorch-summary.json, and a table: peak reserved
 #      and allocated bytes, alloc retries, median step time of each pair, the
 #      loss curves compared (deterministic training: they must agree), the
@@ -86,8 +87,10 @@ done
 # Recorded runs: short, since recording costs time.
 rec=(--steps 5 --warmup 1 --batch "${BATCH:-16}" --seq "${SEQ:-512}" --layers "${LAYERS:-12}" --d-model "${DMODEL:-768}")
 run record-memreplay --allocator memreplay --lib "$lib" "${rec[@]}" \
-	--trace "$out/record-memreplay.mrt" --snapshot "$out/record-memreplay.pickle"
-run record-native --allocator native "${rec[@]}" --snapshot "$out/record-native.pickle"
+	--trace "$out/record-memreplay.mrt" --snapshot "$out/record-memreplay.pickle" \
+	--memory-stats "$out/record-memreplay.stats.json"
+run record-native --allocator native "${rec[@]}" --snapshot "$out/record-native.pickle" \
+	--memory-stats "$out/record-native.stats.json"
 
 bin=${MEMREPLAY_BIN:-}
 if [ -z "$bin" ]; then
@@ -98,11 +101,11 @@ if [ -n "$bin" ]; then
 	replay_status=passed
 	for f in record-memreplay.mrt record-native.pickle; do
 		say "== memreplay replay --check $f"
-		if ! "$bin" replay --check --format json "$out/$f" >"$out/replay-$f.json" 2>>"$log"; then
+		if ! "$bin" replay --check --expect-stats "$out/${f%.*}.stats.json" --format json "$out/$f" >"$out/replay-$f.json" 2>>"$log"; then
 			[ "$f" = record-memreplay.mrt ] && replay_status=failed
 			say "(check did not pass: $out/replay-$f.json)"
 		fi
-		"$py" -c 'import json,sys; c=json.load(open(sys.argv[1])).get("check") or {}; print("decisions", c.get("decisions_matched"), "of", c.get("decisions_expected"), "first divergence", c.get("first_divergence"), "final match", c.get("final_segments_match"))' "$out/replay-$f.json" 2>&1 | tee -a "$log" || true
+		"$py" -c 'import json,sys; d=json.load(open(sys.argv[1])); c=d.get("check") or {}; s=d.get("stats_check") or {}; print("decisions", c.get("decisions_matched"), "of", c.get("decisions_expected"), "first divergence", c.get("first_divergence"), "final match", c.get("final_segments_match"), "| memory_stats exact", s.get("exact_matched"), "of", s.get("exact_compared"), "inferred", s.get("inferred_matched"), "of", s.get("inferred_compared"), "differences", [(x["key"], x["recorded"], x["replayed"]) for x in s.get("differences", [])][:8])' "$out/replay-$f.json" 2>&1 | tee -a "$log" || true
 	done
 else
 	say "== no memreplay CLI (MEMREPLAY_BIN, dist/memreplay): replay checks skipped"

@@ -15,7 +15,8 @@ with PyTorch's own allocator:
     torch.cuda.memory._dump_snapshot(DIR/NAME.pickle)
 
 Beside each pickle: NAME.stats.json (torch.cuda.memory_stats() at the end,
-which `memreplay replay --check` can be compared with) and NAME.meta.json
+the oracle of `memreplay replay --check --expect-stats NAME.stats.json
+NAME.pickle`) and NAME.meta.json
 (the trial's settings, versions, the GPU, peak memory, time per step,
 whether it ran out of memory). A trial that runs out of memory still dumps
 its snapshot (an OOM trace is the interesting kind) and is marked "oom".
@@ -26,8 +27,10 @@ DIR/index.json lists them all.
 
 To commit some to traces/: copy the .pickle with its .stats.json and
 .meta.json to traces/pytorch-recorded/ (or similar), check each with
-`memreplay replay --check FILE`, and describe them in traces/README.md with
-the command that made them (this script's --trial line is in meta.json).
+`memreplay replay --check --expect-stats NAME.stats.json NAME.pickle`, and
+describe them in traces/README.md with the command that made them (this
+script's --trial line is in meta.json). sim/replay's
+TestRecordedTracesPredictMemoryStats then checks every such pair in CI.
 """
 
 import argparse

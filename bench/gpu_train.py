@@ -52,6 +52,8 @@ def parse_args():
     p.add_argument("--trace", default=None, help="memreplay: record and write the trace here")
     p.add_argument("--snapshot", default=None,
                    help="write a PyTorch snapshot pickle here (native: _record_memory_history + _dump_snapshot)")
+    p.add_argument("--memory-stats", default=None,
+                   help="write the allocator's whole memory_stats() here as JSON, for `memreplay replay --expect-stats`")
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--batch", type=int, default=16)
@@ -146,6 +148,9 @@ def main():
         s = torch.cuda.memory_stats(dev)
     else:
         s = mt.stats(0)
+    if args.memory_stats:  # before the snapshot: nothing allocates in between
+        with open(args.memory_stats, "w") as f:
+            json.dump(dict(s), f, indent=1, sort_keys=True)
     keys = ["reserved_bytes.all.peak", "reserved_bytes.all.current", "allocated_bytes.all.peak",
             "allocated_bytes.all.current", "num_alloc_retries", "num_ooms", "num_device_alloc",
             "num_device_free", "segment.all.peak", "inactive_split_bytes.all.peak"]

@@ -55,6 +55,23 @@ func TestConcurrentRecording(t *testing.T) {
 			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
 			require.Greater(t, c.DecisionsExpected, int64(iters))
 			require.True(t, c.Passed(), c.FinalDifference)
+
+			// What memreplay_stats_json says (PyTorch's memory_stats() for
+			// this allocator) is what a replay of the trace ends with, to
+			// the last key: the check bench/gpu-pytorch.sh makes on a GPU.
+			for dev := range 2 {
+				js, err := l.statsJSON(dev)
+				require.NoError(t, err)
+				ms, err := replay.ReadMemoryStats(bytes.NewReader(js), "memreplay_stats_json")
+				require.NoError(t, err)
+				ms.Device = int32(dev)
+				res, err := replay.Run(tr.NewReader(), replay.Options{Check: true, ExpectStats: ms})
+				require.NoError(t, err)
+				sc := res.StatsCheck
+				require.Empty(t, sc.Differences, "device %d", dev)
+				require.Empty(t, sc.NotCompared, "device %d", dev)
+				require.True(t, sc.Passed())
+			}
 		})
 	}
 }

@@ -59,6 +59,16 @@ set to the recording GPU's memory, since both scale with the device's.
 Everything the replay allocated is freed at the end. See "On a real GPU"
 in docs/replay.md.
 
+--expect-stats FILE compares the replay's statistics at the end of the
+trace with torch.cuda.memory_stats() that the recording process saved as
+JSON (json.dump(torch.cuda.memory_stats(), f) right before
+_dump_snapshot); it implies --check. Keys the trace determines must match
+(exit 1 otherwise);
+keys PyTorch's trace leaves to inference (num_alloc_retries,
+num_sync_all_streams, transient inactive splits) are shown without
+failing; a partial trace determines only the current values. See
+"Checking against memory_stats()" in docs/replay.md.
+
 Examples:
   memreplay replay snapshot.pickle
   memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
@@ -70,6 +80,7 @@ Examples:
   memreplay replay --alloc-conf expandable_segments:True --record es.pickle snapshot.pickle   # open es.pickle in pytorch.org/memory_viz
   memreplay replay --record trial.pickle trial.mrt   # a trial trace with its end state, for memory_viz
   memreplay replay --alloc-conf max_split_size_mb:128 --record ms.mrt trace.mrt && memreplay replay --check ms.mrt
+  memreplay replay --expect-stats trial.stats.json trial.pickle   # decisions and PyTorch's own memory_stats()
   memreplay replay --device cuda --check snapshot.pickle     # the same decisions on the real GPU 0
   MEMREPLAY_LIBCUDA=/usr/lib64/libcuda.so.1 memreplay replay --device cuda:1 --capacity 24GiB --format json trace.mrt
 
@@ -159,6 +170,8 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	check := fs.Bool("check", false, "compare every decision with the recording's; exit 1 on any divergence")
 	pprofOut := fs.String("pprof", "", "write a pprof profile (gzipped protobuf) to this file")
 	failOnOOM := fs.Bool("fail-on-oom", false, "exit 1 when the replay runs out of memory")
+	expectStats := fs.String("expect-stats", "", "compare the replay's end statistics with torch.cuda.memory_stats() saved as JSON by the recording process; exit 1 when a key the trace determines differs")
+	statsDevice := fs.Int("expect-stats-device", -1, "the traced device whose memory_stats() --expect-stats holds (default: the trace's only device)")
 	fs.StringVar(&rf.record, "record", "", "also write the replay's own activity as a trace to this file (.pickle/.pkl: a PyTorch snapshot for pytorch.org/memory_viz; else memreplay's format)")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -167,14 +180,28 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("want a trace file (see memreplay help replay)")}
 	}
 	if fs.NArg() > 1 {
-		for _, f := range []struct{ name, v string }{{"pprof", *pprofOut}, {"html", rf.html}, {"record", rf.record}} {
+		for _, f := range []struct{ name, v string }{{"pprof", *pprofOut}, {"html", rf.html}, {"record", rf.record},
+			{"expect-stats", *expectStats}} {
 			if f.v != "" {
 				return usageError{fmt.Errorf("--%s takes one trace, got %d (memreplay report writes one page for several)", f.name, fs.NArg())}
 			}
 		}
 	}
-	run := replayRun{rf: &rf, allocConf: *allocConf, confGiven: fs.Changed("alloc-conf"), check: *check,
+	// --expect-stats implies --check: the statistics are comparable only
+	// when the replay fails where the recording failed (a retry's failed
+	// cudaMalloc leaves no oom entry; check mode replays it from the
+	// recorded releases), and a divergence explains a difference.
+	run := replayRun{rf: &rf, allocConf: *allocConf, confGiven: fs.Changed("alloc-conf"), check: *check || *expectStats != "",
 		failOnOOM: *failOnOOM, pprofOut: *pprofOut}
+	if *expectStats != "" {
+		ms, err := readMemoryStats(*expectStats, *statsDevice)
+		if err != nil {
+			return err
+		}
+		run.expectStats = ms
+	} else if fs.Changed("expect-stats-device") {
+		return usageError{fmt.Errorf("--expect-stats-device needs --expect-stats")}
+	}
 	failed := false
 	for i, path := range fs.Args() {
 		if i > 0 && rf.format != "json" {
@@ -198,6 +225,7 @@ type replayRun struct {
 	allocConf                   string
 	confGiven, check, failOnOOM bool
 	pprofOut                    string
+	expectStats                 *replay.MemoryStats // --expect-stats
 }
 
 // one replays one trace and writes its reports; ok is false when its check
@@ -210,6 +238,7 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 		return false, err
 	}
 	opts.Check = run.check
+	opts.ExpectStats = run.expectStats
 	if run.confGiven {
 		if opts.Config, err = parseAllocConf(run.allocConf); err != nil {
 			return false, err
@@ -248,11 +277,35 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 		}
 		return false, nil
 	}
+	if sc := res.StatsCheck; sc != nil && !sc.Passed() {
+		fmt.Fprintf(stderr, "memreplay replay: %s: memory_stats() check failed: %d of %d keys the trace determines match those in %s\n",
+			path, sc.ExactMatched, sc.Exact, sc.File)
+		return false, nil
+	}
 	if run.failOnOOM && len(res.OOMs) > 0 {
 		fmt.Fprintf(stderr, "memreplay replay: %s: out of memory at event %d: %s\n", path, res.OOMs[0].Index, firstLine(res.OOMs[0].Message))
 		return false, nil
 	}
 	return true, nil
+}
+
+// readMemoryStats reads --expect-stats FILE for device dev (-1: the
+// trace's only one).
+func readMemoryStats(path string, dev int) (*replay.MemoryStats, error) {
+	if dev < -1 || dev > 1<<16 {
+		return nil, usageError{fmt.Errorf("--expect-stats-device %d: want a device number", dev)}
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--expect-stats: %v", err)}
+	}
+	defer f.Close()
+	ms, err := replay.ReadMemoryStats(f, path)
+	if err != nil {
+		return nil, err
+	}
+	ms.Device = int32(dev)
+	return ms, nil
 }
 
 // replayOnce opens and replays one trace with the profiler attached.

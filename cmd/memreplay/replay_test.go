@@ -227,3 +227,77 @@ func TestReplaySeveralTraces(t *testing.T) {
 		require.Contains(t, stderr, f+" takes one trace")
 	}
 }
+
+// --expect-stats compares the replay's statistics with a memory_stats()
+// JSON: the replay's own statistics pass, one exact key changed fails with
+// exit 1 and names the key, an inferred key changed only shows, and bad
+// files or flags are exit 2 naming the file.
+func TestReplayExpectStats(t *testing.T) {
+	code, stdout, stderr := runCLI("replay", "--format", "json", completeTrace)
+	require.Equal(t, 0, code, stderr)
+	var out struct {
+		Stats map[string]int64 `json:"stats"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	dir := t.TempDir()
+	write := func(name string, m map[string]int64) string {
+		p := filepath.Join(dir, name)
+		b, err := json.Marshal(m)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(p, b, 0o644))
+		return p
+	}
+	same := write("same.stats.json", out.Stats)
+	code, stdout, stderr = runCLI("replay", "--expect-stats", same, completeTrace)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "memory_stats() check PASSED: ")
+	require.Contains(t, stdout, "inferred keys: ")
+
+	changed := map[string]int64{}
+	for k, v := range out.Stats {
+		changed[k] = v
+	}
+	changed["reserved_bytes.all.peak"] += 2 << 20
+	changed["num_sync_all_streams"] += 1
+	bad := write("changed.stats.json", changed)
+	code, stdout, stderr = runCLI("replay", "--expect-stats", bad, "--format", "json", completeTrace)
+	require.Equal(t, 1, code, stderr)
+	require.Contains(t, stderr, "memory_stats() check failed")
+	var res struct {
+		StatsCheck struct {
+			Passed      bool `json:"passed"`
+			Differences []struct {
+				Key   string `json:"key"`
+				Exact bool   `json:"exact"`
+			} `json:"differences"`
+		} `json:"stats_check"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	require.False(t, res.StatsCheck.Passed)
+	require.Len(t, res.StatsCheck.Differences, 2)
+	require.Equal(t, "num_sync_all_streams", res.StatsCheck.Differences[0].Key)
+	require.False(t, res.StatsCheck.Differences[0].Exact)
+	require.Equal(t, "reserved_bytes.all.peak", res.StatsCheck.Differences[1].Key)
+	require.True(t, res.StatsCheck.Differences[1].Exact)
+
+	code, stdout, _ = runCLI("replay", "--expect-stats", bad, completeTrace)
+	require.Equal(t, 1, code)
+	require.Contains(t, stdout, "memory_stats() check FAILED")
+	require.Regexp(t, `reserved_bytes\.all\.peak +\| +\d+ +\| +\d+ +\| exact`, stdout)
+
+	broken := filepath.Join(dir, "broken.stats.json")
+	require.NoError(t, os.WriteFile(broken, []byte(`{"num_ooms": 0, "x": }`), 0o644))
+	code, _, stderr = runCLI("replay", "--expect-stats", broken, completeTrace)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, broken+": byte offset 21: memory_stats: invalid character")
+
+	code, _, stderr = runCLI("replay", "--expect-stats", same, completeTrace, partialTrace)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--expect-stats takes one trace")
+	code, _, stderr = runCLI("replay", "--expect-stats-device", "1", completeTrace)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--expect-stats-device needs --expect-stats")
+	code, _, stderr = runCLI("replay", "--expect-stats", same, "--expect-stats-device", "3", completeTrace)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "memory_stats of device 3, which the trace")
+}

@@ -28,6 +28,7 @@ type jsonReport struct {
 	Fragmentation  jsonFragmentation   `json:"fragmentation"`
 	DeviceCalls    jsonCalls           `json:"device_calls"`
 	Check          *jsonCheck          `json:"check,omitempty"`
+	StatsCheck     *jsonStatsCheck     `json:"stats_check,omitempty"`
 	OOMs           []jsonOOM           `json:"ooms"`
 	Retries        []profiler.Retry    `json:"retries"`
 	Reconstructed  *jsonReconstruction `json:"reconstructed"`
@@ -91,6 +92,51 @@ type jsonCheck struct {
 	FirstDivergence    *jsonDivergence `json:"first_divergence"`
 	FinalSegmentsMatch *bool           `json:"final_segments_match"`
 	FinalDifference    string          `json:"final_difference,omitempty"`
+}
+
+// jsonStatsCheck is replay --expect-stats: the replay's statistics against
+// the recording process's torch.cuda.memory_stats().
+type jsonStatsCheck struct {
+	File            string         `json:"file"`
+	Device          int32          `json:"device"`
+	Passed          bool           `json:"passed"`
+	Exact           int            `json:"exact_compared"`
+	ExactMatched    int            `json:"exact_matched"`
+	Inferred        int            `json:"inferred_compared"`
+	InferredMatched int            `json:"inferred_matched"`
+	Stopped         bool           `json:"replay_stopped"`
+	Differences     []jsonStatDiff `json:"differences"`
+	NotCompared     []jsonStatSkip `json:"not_compared"`
+}
+
+type jsonStatDiff struct {
+	Key      string `json:"key"`
+	Recorded int64  `json:"recorded"`
+	Replayed int64  `json:"replayed"`
+	Exact    bool   `json:"exact"`
+	Why      string `json:"why,omitempty"`
+}
+
+type jsonStatSkip struct {
+	Key string `json:"key"`
+	Why string `json:"why"`
+}
+
+func statsCheckJSON(c *replay.StatsCheck) *jsonStatsCheck {
+	if c == nil {
+		return nil
+	}
+	out := &jsonStatsCheck{File: c.File, Device: c.Device, Passed: c.Passed(), Exact: c.Exact,
+		ExactMatched: c.ExactMatched, Inferred: c.Inferred, InferredMatched: c.InferredMatched, Stopped: c.Stopped,
+		Differences: []jsonStatDiff{}, NotCompared: []jsonStatSkip{}}
+	for _, d := range c.Differences {
+		out.Differences = append(out.Differences, jsonStatDiff{Key: d.Key, Recorded: d.Recorded, Replayed: d.Replayed,
+			Exact: d.Exact, Why: d.Why})
+	}
+	for _, s := range c.NotCompared {
+		out.NotCompared = append(out.NotCompared, jsonStatSkip{Key: s.Key, Why: s.Why})
+	}
+	return out
 }
 
 type jsonDivergence struct {
@@ -233,6 +279,7 @@ func buildJSON(in *Input) *jsonReport {
 			r.StoppedAt = &at
 		}
 		r.Check = checkJSON(res.Check)
+		r.StatsCheck = statsCheckJSON(res.StatsCheck)
 		for _, o := range res.OOMs {
 			r.OOMs = append(r.OOMs, jsonOOM{Event: o.Index, Device: o.Device, Size: o.Size, Recorded: o.Recorded,
 				Message: o.Message, State: trimOOM(oomSnapshot(prof, o), in.top())})

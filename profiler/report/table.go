@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -40,6 +41,9 @@ func buildDocument(in *Input) *document {
 		doc.sections = append(doc.sections, *s)
 	}
 	if s := checkSection(in); s != nil {
+		doc.sections = append(doc.sections, *s)
+	}
+	if s := statsCheckSection(in); s != nil {
 		doc.sections = append(doc.sections, *s)
 	}
 	if s := oomSection(in); s != nil {
@@ -177,6 +181,70 @@ func checkSection(in *Input) *section {
 		lines = append(lines, "final segments: differ: "+c.FinalDifference)
 	}
 	return &section{title: "Check", lines: lines}
+}
+
+// statsCheckSection is replay --expect-stats: the verdict in the title,
+// the differing keys as a table, then why the inferred ones may differ and
+// which keys were left out.
+func statsCheckSection(in *Input) *section {
+	if in.Result == nil || in.Result.StatsCheck == nil {
+		return nil
+	}
+	c := in.Result.StatsCheck
+	verdict := "PASSED"
+	if !c.Passed() {
+		verdict = "FAILED"
+	}
+	s := &section{title: fmt.Sprintf("memory_stats() check %s: %d of %d exact keys match (%s, device %d)",
+		verdict, c.ExactMatched, c.Exact, c.File, c.Device)}
+	if c.Exact == 0 {
+		s.lines = append(s.lines, "no key of the file is one the trace determines")
+	}
+	if c.Stopped {
+		s.lines = append(s.lines, "the replay stopped early (out of memory): its statistics are not the trace's end")
+	}
+	if len(c.Differences) > 0 {
+		s.header = []string{"key", "memory_stats()", "replay", "standard"}
+		s.right = []bool{false, true, true, false}
+		for _, d := range c.Differences {
+			std := "exact"
+			if !d.Exact {
+				std = "inferred"
+			}
+			s.rows = append(s.rows, []string{d.Key, strconv.FormatInt(d.Recorded, 10), strconv.FormatInt(d.Replayed, 10), std})
+		}
+	}
+	if c.Inferred > 0 {
+		l := fmt.Sprintf("inferred keys: %d of %d match", c.InferredMatched, c.Inferred)
+		var whys []string
+		for _, d := range c.Differences {
+			if !d.Exact && !slices.Contains(whys, d.Why) {
+				whys = append(whys, d.Why)
+			}
+		}
+		if len(whys) > 0 {
+			l += " (a difference there does not fail the check: " + strings.Join(whys, "; ") + ")"
+		}
+		s.lines = append(s.lines, l)
+	}
+	if len(c.NotCompared) > 0 {
+		byWhy := map[string]int{}
+		var order []string
+		for _, k := range c.NotCompared {
+			if byWhy[k.Why] == 0 {
+				order = append(order, k.Why)
+			}
+			byWhy[k.Why]++
+		}
+		for _, why := range order {
+			n := fmt.Sprintf("%d keys", byWhy[why])
+			if byWhy[why] == 1 {
+				n = "1 key"
+			}
+			s.lines = append(s.lines, fmt.Sprintf("not compared: %s (%s)", n, why))
+		}
+	}
+	return s
 }
 
 const maxOOMLines = 5

@@ -90,6 +90,12 @@ type Options struct {
 	// Progress, when set, is called every ProgressEvery events with the
 	// count so far.
 	Progress func(events int64)
+	// ExpectStats, when set, compares the end-of-trace statistics of its
+	// device with the recording process's torch.cuda.memory_stats() and
+	// fills Result.StatsCheck (memstats.go). Set Check too: only check
+	// mode fails the device where the recording's failed, and a failure
+	// that a retry absorbed leaves no oom entry for a capacity to imply.
+	ExpectStats *MemoryStats
 	// InvariantChecks verifies the allocator after every operation (tests).
 	InvariantChecks bool
 	// NewProcess, when set, makes the device each traced device replays on
@@ -425,6 +431,14 @@ func (rp *replayer) finish() error {
 	}
 	if rp.check != nil && hasFinal {
 		rp.check.FinalSegmentsMatch = &match
+	}
+	if ms := rp.opts.ExpectStats; ms != nil {
+		dev, err := rp.statsDevice(ms)
+		if err != nil {
+			return err
+		}
+		got := rp.devs[dev].a.Stats()
+		rp.res.StatsCheck = checkStats(ms, dev, got.Map(), rp.infer, rp.res.Reconstructed != nil, rp.res.Stopped)
 	}
 	if rp.check != nil && rp.res.Stopped && rp.check.FirstDivergence == nil {
 		rp.check.FirstDivergence = &Divergence{Index: rp.res.StoppedAt, Expected: "the replay to continue",

@@ -67,6 +67,8 @@ type Result struct {
 	Reconstructed *Reconstruction
 	// Check is set when Options.Check was.
 	Check *CheckResult
+	// StatsCheck is set when Options.ExpectStats was.
+	StatsCheck *StatsCheck
 }
 
 // DeviceResult is one device's end state.
