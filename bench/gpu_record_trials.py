@@ -3,10 +3,12 @@
 for traces/ (docs/libmemreplay.md, "GPU checks").
 
 Each trial is one process (so each trace starts from an empty allocator and
-a fresh CUDA context, as a trial worker's first trial does): a BERT-base-
-like encoder built from its configuration (no downloaded weights: random
-init, which allocates exactly what loaded weights would), a sequence-
-classification head, AdamW, and N training steps on random tokens at one
+a fresh CUDA context, as a trial worker's first trial does): BERT-base
+built from its configuration (no downloaded weights: random init, which
+allocates exactly what loaded weights would) with a sequence-classification
+head, transformers' BertForSequenceClassification when transformers imports
+(the GPU machines have it; what the seeds' study fine-tuned), else the same
+shapes from torch.nn.TransformerEncoder (--model), AdamW, and N training steps on random tokens at one
 (batch size, sequence length, precision) point of a small grid, recorded
 with PyTorch's own allocator:
 
@@ -54,6 +56,10 @@ def parse_args():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--max-entries", type=int, default=1_000_000, help="_record_memory_history ring size")
     p.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the trials")
+    p.add_argument("--model", choices=["auto", "hf", "torch"], default="auto",
+                   help="hf: transformers' BertForSequenceClassification(BertConfig()) (what the seeds' study "
+                        "fine-tuned, built from its config, no download); torch: the same shapes from "
+                        "torch.nn.TransformerEncoder; auto: hf when transformers imports, else torch")
     p.add_argument("--python", default=sys.executable)
     # one trial (the subprocess)
     p.add_argument("--trial", action="store_true", help=argparse.SUPPRESS)
@@ -98,19 +104,55 @@ def run_trial(args):
             h = self.encoder(h, src_key_padding_mask=pad_mask)
             return self.cls(self.drop(torch.tanh(self.pool(h[:, 0]))))
 
-    meta = {"name": name, "model": "bert-base (torch.nn.TransformerEncoder, from config)", "config": cfg,
+    model_kind = args.model
+    if model_kind == "auto":
+        try:
+            import transformers  # noqa: F401
+
+            model_kind = "hf"
+        except ImportError:
+            model_kind = "torch"
+
+    def build_model():
+        if model_kind == "hf":
+            from transformers import BertConfig, BertForSequenceClassification
+
+            hf_cfg = BertConfig(vocab_size=cfg["vocab"], hidden_size=cfg["hidden"], num_hidden_layers=cfg["layers"],
+                                num_attention_heads=cfg["heads"], intermediate_size=cfg["intermediate"],
+                                max_position_embeddings=cfg["max_positions"], type_vocab_size=cfg["type_vocab"],
+                                num_labels=2)
+            hf = BertForSequenceClassification(hf_cfg)
+
+            class HF(nn.Module):  # called as Bert above
+                def __init__(self):
+                    super().__init__()
+                    self.m = hf
+
+                def forward(self, ids, types, pad_mask):
+                    return self.m(input_ids=ids, token_type_ids=types, attention_mask=(~pad_mask).long()).logits
+
+            return HF()
+        return Bert()
+
+    meta = {"name": name, "model": {"hf": "bert-base (transformers BertForSequenceClassification, from config)",
+                                    "torch": "bert-base (torch.nn.TransformerEncoder, from config)"}[model_kind],
+            "config": cfg,
             "batch": args.batch, "seq": args.seq, "dtype": args.dtype, "steps": args.steps,
             "max_entries": args.max_entries, "alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF"),
             "torch": torch.__version__, "cuda": torch.version.cuda, "python": platform.python_version(),
             "gpu": torch.cuda.get_device_name(dev), "gpu_total_bytes": torch.cuda.get_device_properties(dev).total_memory,
             "command": " ".join([os.path.basename(sys.argv[0]), "--trial", "--batch", str(args.batch), "--seq",
-                                 str(args.seq), "--dtype", args.dtype, "--steps", str(args.steps),
+                                 str(args.seq), "--dtype", args.dtype, "--model", model_kind, "--steps", str(args.steps),
                                  "--max-entries", str(args.max_entries), "--out-dir", "DIR"]),
             "status": "ok"}
+    if model_kind == "hf":
+        import transformers
+
+        meta["transformers"] = transformers.__version__
     amp = {"fp32": None, "fp16": torch.float16, "bf16": torch.bfloat16}[args.dtype]
     step_times = []
     try:
-        model = Bert().to(dev)
+        model = build_model().to(dev)
         opt = torch.optim.AdamW(model.parameters(), lr=2e-5, weight_decay=0.01)
         scaler = torch.amp.GradScaler("cuda", enabled=args.dtype == "fp16")
         gen = torch.Generator(device="cpu").manual_seed(1)
@@ -169,7 +211,8 @@ def main():
         for batch in map(int, args.batches.split(",")):
             for seq in map(int, args.seqs.split(",")):
                 cmd = [args.python, os.path.abspath(__file__), "--trial", "--out-dir", args.out_dir,
-                       "--batch", str(batch), "--seq", str(seq), "--dtype", dtype, "--steps", str(args.steps),
+                       "--batch", str(batch), "--seq", str(seq), "--dtype", dtype, "--model", args.model,
+                       "--steps", str(args.steps),
                        "--max-entries", str(args.max_entries)]
                 print("==", " ".join(cmd[1:]), flush=True)
                 rc = subprocess.call(cmd, env=env)
