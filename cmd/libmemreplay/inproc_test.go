@@ -14,7 +14,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/internal/fakecuda"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -274,4 +276,36 @@ func TestMemoryFraction(t *testing.T) {
 	require.Contains(t, stderr.String(), "memreplay: set_memory_fraction on device 0: Invalid fraction value: 1.5")
 	_, err = l.malloc(1, maxDevices, 0)
 	require.ErrorContains(t, err, "device 256 out of range")
+}
+
+// A sticky driver error (an illegal address, a device-side assert) is
+// fatal: the malloc that meets it fails with the driver's names and
+// errors.Is(err, allocator.ErrFatal), and so does every later malloc, a
+// cached block's too, so that the host (PyTorch, a trial worker) stops
+// rather than compute on a corrupted context. Stats stay readable, and
+// the devices close cleanly.
+func TestStickyErrorIsFatal(t *testing.T) {
+	l, stderr := newTestLib(t, "", nil)
+	ctl, err := fakecuda.Open(needFake(t))
+	require.NoError(t, err)
+	small, err := l.malloc(4096, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.free(small)) // cached: the next 4 KiB malloc needs no driver call
+
+	require.NoError(t, ctl.Sticky(700, 0))
+	_, err = l.malloc(64<<20, 0, 0) // a new segment: cuMemAlloc meets the error
+	require.ErrorIs(t, err, allocator.ErrFatal)
+	require.ErrorContains(t, err, "CUDA_ERROR_ILLEGAL_ADDRESS (700)")
+	require.ErrorContains(t, err, "[sticky: the device context is unusable]")
+	require.Contains(t, throwMessage(err), "CUDA_ERROR_ILLEGAL_ADDRESS")
+	require.Contains(t, stderr.String(), "memreplay: ")
+
+	_, err = l.malloc(4096, 0, 0)
+	require.ErrorIs(t, err, allocator.ErrFatal, "a cached block after a sticky error")
+	require.Contains(t, l.lastError(), "CUDA_ERROR_ILLEGAL_ADDRESS")
+	js, err := l.statsJSON(0)
+	require.NoError(t, err)
+	var s map[string]int64
+	require.NoError(t, json.Unmarshal(js, &s))
+	require.EqualValues(t, 1, s["num_device_alloc"])
 }
