@@ -73,6 +73,11 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	if len(runs) < 2 && *noRecorded || len(runs) == 0 {
 		return usageError{fmt.Errorf("nothing to compare: give --alloc-conf at least once")}
 	}
+	if rf.html != "" {
+		if err := canWrite("--html", rf.html); err != nil {
+			return err
+		}
+	}
 	// Parse every setting before the first replay, so that a typo in the
 	// last one does not cost the time of the others.
 	for _, r := range runs {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -54,4 +55,20 @@ func (o *outFile) commit() error {
 func (o *outFile) abort() {
 	o.Close()
 	os.Remove(o.Name())
+}
+
+// canWrite fails at once, before any replay, when flag's output path could
+// not be written at the end (a missing directory, no permission, a
+// directory in the way), so that a long run is never lost to a typo. It
+// creates and removes a temporary file beside path.
+func canWrite(flag, path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return usageError{fmt.Errorf("%s %s: is a directory", flag, path)}
+	}
+	f, err := createOut(path)
+	if err != nil {
+		return usageError{fmt.Errorf("%s %s: cannot create a file in %s: %v", flag, path, filepath.Dir(path), err)}
+	}
+	f.abort()
+	return nil
 }

@@ -80,6 +80,11 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	default:
 		return usageError{fmt.Errorf("--format %q: want table, json or markdown", *format)}
 	}
+	if *html != "" {
+		if err := canWrite("--html", *html); err != nil {
+			return err
+		}
+	}
 	o := simpar.Options{
 		MaxPAR: *maxPAR, Mixes: *mixes, Seed: *seed, Confidence: *confidence,
 		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel,

@@ -193,6 +193,13 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	// recorded releases), and a divergence explains a difference.
 	run := replayRun{rf: &rf, allocConf: *allocConf, confGiven: fs.Changed("alloc-conf"), check: *check || *expectStats != "",
 		failOnOOM: *failOnOOM, pprofOut: *pprofOut}
+	for _, o := range []struct{ flag, path string }{{"--pprof", *pprofOut}, {"--html", rf.html}} {
+		if o.path != "" {
+			if err := canWrite(o.flag, o.path); err != nil {
+				return err
+			}
+		}
+	}
 	if *expectStats != "" {
 		ms, err := readMemoryStats(*expectStats, *statsDevice)
 		if err != nil {
@@ -483,15 +490,15 @@ func writeReport(w io.Writer, format string, in *report.Input) error {
 }
 
 func writePprof(path string, in *report.Input) error {
-	f, err := os.Create(path)
+	f, err := createOut(path)
 	if err != nil {
-		return err
+		return inputError{fmt.Errorf("cannot write %s: %w", path, err)}
 	}
+	defer f.abort()
 	if err := report.WritePprof(f, in); err != nil {
-		f.Close()
 		return err
 	}
-	return f.Close()
+	return f.commit()
 }
 
 func firstLine(s string) string {

@@ -301,3 +301,38 @@ func TestReplayExpectStats(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "memory_stats of device 3, which the trace")
 }
+
+// An output that cannot be written fails before the replay, exit 2, naming
+// the flag and the path; a --pprof written is whole (the temporary file is
+// renamed over it) and nothing else is left beside it.
+func TestOutputsCheckedBeforeTheReplay(t *testing.T) {
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no", "such", "dir", "x.pb.gz")
+	for _, args := range [][]string{
+		{"replay", "--pprof", missing, completeTrace},
+		{"replay", "--html", missing, completeTrace},
+		{"compare", "--alloc-conf", "expandable_segments:True", "--html", missing, completeTrace},
+		{"report", "-o", missing, completeTrace},
+		{"par", "--html", missing},
+	} {
+		code, stdout, stderr := runCLI(args...)
+		require.Equal(t, 2, code, "%v: %s", args, stderr)
+		require.Contains(t, stderr, missing+": cannot create a file in "+filepath.Dir(missing), args)
+		require.Empty(t, stdout, "%v: nothing ran", args)
+	}
+	code, _, stderr := runCLI("replay", "--pprof", dir, completeTrace)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--pprof "+dir+": is a directory")
+
+	out := filepath.Join(dir, "mem.pb.gz")
+	code, _, stderr = runCLI("replay", "--pprof", out, completeTrace)
+	require.Equal(t, 0, code, stderr)
+	f, err := os.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = profile.Parse(f)
+	require.NoError(t, err)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1, "only mem.pb.gz: no temporary file left")
+}

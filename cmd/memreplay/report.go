@@ -57,6 +57,9 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if *out == "" {
 		return usageError{fmt.Errorf("-o: give the HTML file to write")}
 	}
+	if err := canWrite("-o", *out); err != nil {
+		return err
+	}
 	if *noRecorded && len(*confs) == 0 {
 		return usageError{fmt.Errorf("--no-recorded: nothing left to replay without --alloc-conf")}
 	}
