@@ -5,6 +5,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
@@ -18,7 +19,10 @@ import (
 const demoHelp = `Run the caching allocator on a built-in workload: BERT-base fine-tuning
 trials of random batch size and sequence length, one after another in one
 process on a simulated GPU, under each allocator setting given, and compare
-what PyTorch's allocator would have reserved, stranded and retried.
+what PyTorch's allocator would have reserved, stranded and retried. The
+workload is a quick sketch of such trials; 'memreplay trials' and
+'memreplay par' run the calibrated trial model (docs/trial-model.md), and
+'memreplay replay' a real trace.
 
 Usage:
   memreplay demo [flags]
@@ -93,7 +97,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 			allocator.FormatSize(r.PeakAllocated), allocator.FormatSize(r.PeakReserved),
 			fmt.Sprintf("%.1f%%", 100*(1-float64(r.PeakAllocated)/float64(r.PeakReserved))),
 			oomText(r), strconv.FormatInt(r.Stats.NumAllocRetries, 10),
-			fmt.Sprintf("%d/%d", r.Stats.NumDeviceAlloc, r.Stats.NumDeviceFree), r.DeviceTime.String()); err != nil {
+			fmt.Sprintf("%d/%d", r.Stats.NumDeviceAlloc, r.Stats.NumDeviceFree), r.DeviceTime.Round(time.Microsecond).String()); err != nil {
 			return err
 		}
 	}

@@ -1,5 +1,5 @@
-// Package demo is the built-in workload that `memreplay demo` runs until the
-// trace replayer lands: a sequence of BERT-base-shaped fine-tuning trials
+// Package demo is the built-in workload of `memreplay demo`, the
+// one-second first look: a sequence of BERT-base-shaped fine-tuning trials
 // with different batch sizes and sequence lengths, run one after another in
 // one process on a simulated 24 GiB GPU, as the hyperparameter study in the
 // seeds did. Each trial allocates its weights, gradients and AdamW state,
@@ -10,8 +10,10 @@
 // ("reserved but unallocated"), which expandable segments avoid.
 //
 // The sizes follow a PyTorch step's requests in order and size class but are
-// a sketch, not a measured trace: the calibrated trial model is sim/trial's
-// job.
+// a sketch, not a measured trace. The calibrated trial model is sim/trial
+// (docs/trial-model.md), which `memreplay trials` and `memreplay par` run
+// through sim/workers; the demo stays separate because it is small enough
+// to read in one sitting and runs in a second.
 package demo
 
 import (
