@@ -26,6 +26,8 @@ DIR/index.json lists them all.
 
     python bench/gpu_record_trials.py --out-dir $OUT/trials
     python bench/gpu_record_trials.py --out-dir $OUT/trials --batches 8,32 --seqs 128,512 --dtypes fp16
+    python bench/gpu_record_trials.py --out-dir $OUT/trials24 --gpu-memory 24GiB --batches 32,64,128 --seqs 512
+        # the seeds' 24 GiB GPU on a larger one: the big trials run out of memory
 
 To commit some to traces/: copy the .pickle with its .stats.json and
 .meta.json to traces/pytorch-recorded/ (or similar), check each with
@@ -56,6 +58,10 @@ def parse_args():
     p.add_argument("--steps", type=int, default=4)
     p.add_argument("--max-entries", type=int, default=1_000_000, help="_record_memory_history ring size")
     p.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the trials")
+    p.add_argument("--gpu-memory", default=None,
+                   help="limit each trial to this much of the GPU (e.g. 24GiB, the seeds' GPU) with "
+                        "torch.cuda.set_per_process_memory_fraction, so that a large GPU records the OOMs "
+                        "and retries of a small one; the names get the size as a suffix")
     p.add_argument("--model", choices=["auto", "hf", "torch"], default="auto",
                    help="hf: transformers' BertForSequenceClassification(BertConfig()) (what the seeds' study "
                         "fine-tuned, built from its config, no download); torch: the same shapes from "
@@ -69,8 +75,17 @@ def parse_args():
     return p.parse_args()
 
 
-def trial_name(batch, seq, dtype):
-    return f"bert-base_b{batch}_s{seq}_{dtype}"
+def trial_name(batch, seq, dtype, gpu_memory=None):
+    name = f"bert-base_b{batch}_s{seq}_{dtype}"
+    return name + "_" + gpu_memory if gpu_memory else name
+
+
+def parse_size(s):
+    """24GiB, 512MiB, 24GB or plain bytes."""
+    for suffix, mult in (("GiB", 1 << 30), ("MiB", 1 << 20), ("GB", 10**9), ("MB", 10**6), ("B", 1)):
+        if s.endswith(suffix):
+            return int(float(s[: -len(suffix)]) * mult)
+    return int(s)
 
 
 def run_trial(args):
@@ -78,9 +93,18 @@ def run_trial(args):
     import torch.nn as nn
 
     cfg = BERT_BASE
-    name = trial_name(args.batch, args.seq, args.dtype)
+    name = trial_name(args.batch, args.seq, args.dtype, args.gpu_memory)
     dev = torch.device("cuda", 0)
     torch.manual_seed(0)
+    limit = None
+    if args.gpu_memory:
+        # The allocator's limit, as a smaller GPU's memory would be (its
+        # CUDA context aside): PyTorch raises the OOM at allowed_max.
+        total = torch.cuda.get_device_properties(dev).total_memory
+        limit = parse_size(args.gpu_memory)
+        if not 0 < limit <= total:
+            sys.exit(f"--gpu-memory {args.gpu_memory}: want at most the GPU's {total} bytes")
+        torch.cuda.set_per_process_memory_fraction(limit / total, dev)
     # Record from the very start: the trace then holds every segment.
     torch.cuda.memory._record_memory_history(max_entries=args.max_entries, stacks="python")
 
@@ -143,7 +167,9 @@ def run_trial(args):
             "gpu": torch.cuda.get_device_name(dev), "gpu_total_bytes": torch.cuda.get_device_properties(dev).total_memory,
             "command": " ".join([os.path.basename(sys.argv[0]), "--trial", "--batch", str(args.batch), "--seq",
                                  str(args.seq), "--dtype", args.dtype, "--model", model_kind, "--steps", str(args.steps),
-                                 "--max-entries", str(args.max_entries), "--out-dir", "DIR"]),
+                                 "--max-entries", str(args.max_entries)]
+                                + (["--gpu-memory", args.gpu_memory] if args.gpu_memory else []) + ["--out-dir", "DIR"]),
+            "gpu_memory_limit_bytes": limit,
             "status": "ok"}
     if model_kind == "hf":
         import transformers
@@ -199,6 +225,12 @@ def run_trial(args):
 
 def main():
     args = parse_args()
+    if args.gpu_memory:
+        try:
+            parse_size(args.gpu_memory)
+        except ValueError:
+            print(f"gpu_record_trials.py: --gpu-memory {args.gpu_memory!r}: want a size like 24GiB", file=sys.stderr)
+            sys.exit(2)
     os.makedirs(args.out_dir, exist_ok=True)
     if args.trial:
         run_trial(args)
@@ -214,9 +246,11 @@ def main():
                        "--batch", str(batch), "--seq", str(seq), "--dtype", dtype, "--model", args.model,
                        "--steps", str(args.steps),
                        "--max-entries", str(args.max_entries)]
+                if args.gpu_memory:
+                    cmd += ["--gpu-memory", args.gpu_memory]
                 print("==", " ".join(cmd[1:]), flush=True)
                 rc = subprocess.call(cmd, env=env)
-                name = trial_name(batch, seq, dtype)
+                name = trial_name(batch, seq, dtype, args.gpu_memory)
                 entry = {"name": name, "exit_status": rc}
                 meta = os.path.join(args.out_dir, name + ".meta.json")
                 if rc == 0 and os.path.exists(meta):
