@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
+	"github.com/memreplay/memreplay/sim/replay"
 )
 
 // The browser test: the page is loaded in headless Chromium, as a user's
@@ -188,4 +190,33 @@ func fileSize(t *testing.T, path string) int64 {
 	st, err := os.Stat(path)
 	require.NoError(t, err)
 	return st.Size()
+}
+
+// TestBrowserChecks: --check and --expect-stats show on the page as in the
+// table: the verdicts, and each differing statistic with its standard.
+func TestBrowserChecks(t *testing.T) {
+	tr := recordTrainingLike(t)
+	first := replayed(t, tr, nil, true)
+	want := first.Result.Devices[0].Stats.Map()
+	want["reserved_bytes.all.peak"] += 2 << 20
+	want["num_ooms_from_a_newer_pytorch"] = 1
+	p := profiler.New(tr.Stacks, profiler.Options{})
+	res, err := replay.Run(tr.NewReader(), replay.Options{Name: tr.Header.SourceFile, Recorder: p, Check: true,
+		OOM: replay.OOMSkip, ExpectStats: &replay.MemoryStats{File: "run.stats.json", Device: -1, Values: want}})
+	require.NoError(t, err)
+	in := &report.Input{Trace: tr.Header, Result: res, Profile: p.Finish(), Stacks: tr.Stacks}
+	require.True(t, res.Check.Passed())
+	require.False(t, res.StatsCheck.Passed())
+
+	_, dom := render(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded", Input: in}}}, "checks", "checks")
+	c := res.Check
+	assert.Regexp(t, `<ul data-check="decisions" class="passed"><li>check PASSED: `+
+		strconv.FormatInt(c.DecisionsMatched, 10)+` of `+strconv.FormatInt(c.DecisionsExpected, 10)+` decisions matched</li>`, dom)
+	sc := res.StatsCheck
+	assert.Contains(t, dom, `<p data-check="stats" class="failed">memory_stats() check FAILED: `+
+		strconv.Itoa(sc.ExactMatched)+` of `+strconv.Itoa(sc.Exact)+` exact keys match (run.stats.json, device 0)</p>`)
+	peak := first.Result.Devices[0].Stats.ReservedBytes[allocator.StatAll].Peak
+	assert.Contains(t, dom, `<td>reserved_bytes.all.peak</td><td class="num">`+strconv.FormatInt(peak+2<<20, 10)+
+		`</td><td class="num">`+strconv.FormatInt(peak, 10)+`</td><td>exact</td>`)
+	assert.Contains(t, dom, "not compared: 1 key (num_ooms_from_a_newer_pytorch)")
 }

@@ -598,6 +598,48 @@
     return h('div', { 'class': 'verdict' }, out.map(function (s) { return h('p', { text: s }); }));
   }
 
+  // checksSection: --check's decisions and --expect-stats' memory_stats(),
+  // worded as the table report words them; null when neither ran.
+  function checksSection() {
+    var checked = data.runs.filter(function (r) { return r.report.check || r.report.stats_check; });
+    if (checked.length) {
+      var ck = [];
+      checked.forEach(function (r) {
+        ck.push(h('h3', { text: r.label }));
+        var c = r.report.check;
+        if (c) {
+          var lines = ['check ' + (c.passed ? 'PASSED' : 'FAILED') + ': ' + c.decisions_matched + ' of ' + c.decisions_expected + ' decisions matched'];
+          if (c.first_divergence) {
+            var d = c.first_divergence;
+            lines.push('first divergence: device ' + d.device + ', event ' + d.event + ': expected ' + d.expected + ', got ' + d.actual);
+          }
+          lines.push(c.final_segments_match === null ? 'final segments: not recorded in the trace'
+            : c.final_segments_match ? 'final segments: match' : 'final segments: differ: ' + c.final_difference);
+          ck.push(h('ul', { 'data-check': 'decisions', 'class': c.passed ? 'passed' : 'failed' }, lines.map(function (l) { return h('li', { text: l }); })));
+        }
+        var sc = r.report.stats_check;
+        if (sc) {
+          ck.push(h('p', { 'data-check': 'stats', 'class': sc.passed ? 'passed' : 'failed',
+            text: 'memory_stats() check ' + (sc.passed ? 'PASSED' : 'FAILED') + ': ' + sc.exact_matched + ' of ' + sc.exact_compared +
+              ' exact keys match (' + sc.file + ', device ' + sc.device + ')' + (sc.replay_stopped ? '; the replay stopped early' : '') }));
+          if (sc.differences.length) {
+            var head = h('tr', {}, ['key', 'memory_stats()', 'replay', 'standard'].map(function (x) { return h('th', { text: x }); }));
+            ck.push(h('table', { 'data-check': 'stats-differences' }, [head].concat(sc.differences.map(function (d) {
+              return h('tr', { title: d.why || '' }, [h('td', { text: d.key }), h('td', { 'class': 'num', text: String(d.recorded) }),
+                h('td', { 'class': 'num', text: String(d.replayed) }), h('td', { text: d.exact ? 'exact' : 'inferred' })]);
+            }))));
+          }
+          var notes = sc.inferred_compared ? ['inferred keys: ' + sc.inferred_matched + ' of ' + sc.inferred_compared + ' match (a difference there does not fail the check)'] : [];
+          if (sc.not_compared.length) notes.push('not compared: ' + sc.not_compared.length + (sc.not_compared.length === 1 ? ' key' : ' keys') +
+            ' (' + sc.not_compared.map(function (k) { return k.key; }).slice(0, 8).join(', ') + (sc.not_compared.length > 8 ? ', ...' : '') + ')');
+          ck.push(h('ul', { 'class': 'muted' }, notes.map(function (l) { return h('li', { text: l }); })));
+        }
+      });
+      return section('checks', 'Checks', ck);
+    }
+    return null;
+  }
+
   function render() {
     var root = document.getElementById('report');
     root.appendChild(verdict());
@@ -616,6 +658,8 @@
     } else {
       root.appendChild(section('figures', 'Figures', [summaryTable(data.runs)]));
     }
+    var checks = checksSection();
+    if (checks) root.appendChild(checks);
 
     // Timelines.
     var tl = [];
