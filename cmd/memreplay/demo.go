@@ -9,7 +9,6 @@ import (
 
 	"github.com/olekukonko/tablewriter"
 	"github.com/olekukonko/tablewriter/tw"
-	"github.com/spf13/pflag"
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
@@ -37,8 +36,7 @@ Flags:
 `
 
 func demoCmd(args []string, stdout, stderr io.Writer) error {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet("demo", demoHelp, stderr)
 	confs := fs.StringArray("alloc-conf", nil, "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax; repeat to compare (default: \"\" and expandable_segments:True)")
 	capacity := fs.String("capacity", "24GiB", "simulated device memory")
 	o := demo.DefaultOptions()
@@ -47,15 +45,8 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.Seed, "seed", o.Seed, "seed for the trials' shapes")
 	fs.BoolVar(&o.EmptyCacheBetweenTrials, "empty-cache", false, "call empty_cache between trials")
 	failOnOOM := fs.Bool("fail-on-oom", false, "exit 1 if any trial hit an out-of-memory error")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), demoHelp)
-		fs.PrintDefaults()
-	}
 	if err := fs.Parse(args); err != nil {
-		if err == pflag.ErrHelp {
-			return err
-		}
-		return usageError{err}
+		return flagError(err)
 	}
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}

@@ -57,17 +57,28 @@ func (o *outFile) abort() {
 	os.Remove(o.Name())
 }
 
+// createOutFor starts flag's output file for path, with the flag and the
+// path in its error (a usage error: exit 2): a directory in the way, or a
+// directory that cannot take a file.
+func createOutFor(flag, path string) (*outFile, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return nil, usageError{fmt.Errorf("%s %s: is a directory", flag, path)}
+	}
+	f, err := createOut(path)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("%s %s: cannot create a file in %s: %v", flag, path, filepath.Dir(path), err)}
+	}
+	return f, nil
+}
+
 // canWrite fails at once, before any replay, when flag's output path could
 // not be written at the end (a missing directory, no permission, a
 // directory in the way), so that a long run is never lost to a typo. It
 // creates and removes a temporary file beside path.
 func canWrite(flag, path string) error {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return usageError{fmt.Errorf("%s %s: is a directory", flag, path)}
-	}
-	f, err := createOut(path)
+	f, err := createOutFor(flag, path)
 	if err != nil {
-		return usageError{fmt.Errorf("%s %s: cannot create a file in %s: %v", flag, path, filepath.Dir(path), err)}
+		return err
 	}
 	f.abort()
 	return nil

@@ -75,10 +75,8 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	switch *format {
-	case "table", "json", "markdown":
-	default:
-		return usageError{fmt.Errorf("--format %q: want table, json or markdown", *format)}
+	if err := checkFormat(*format); err != nil {
+		return err
 	}
 	if *html != "" {
 		if err := canWrite("--html", *html); err != nil {

@@ -151,10 +151,8 @@ func (f *replayFlags) options(path string) (replay.Options, error) {
 	if f.html != "" {
 		f.samples = report.HTMLTimelineSamples
 	}
-	switch f.format {
-	case "table", "json", "markdown":
-	default:
-		return opts, usageError{fmt.Errorf("--format %q: want table, json or markdown", f.format)}
+	if err := checkFormat(f.format); err != nil {
+		return opts, err
 	}
 	if _, err := f.gpu(0); err != nil {
 		return opts, err
@@ -412,12 +410,9 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options, dev
 			return nil, usageError{fmt.Errorf("--record %s: that is the trace being replayed", out)}
 		}
 	}
-	if st, err := os.Stat(out); err == nil && st.IsDir() {
-		return nil, usageError{fmt.Errorf("--record %s: is a directory", out)}
-	}
-	f, err := createOut(out)
+	f, err := createOutFor("--record", out)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--record %s: cannot create a file in %s: %v", out, filepath.Dir(out), err)}
+		return nil, err
 	}
 	r := &recording{out: out, pickle: isPickleName(out), f: f, bw: bufio.NewWriterSize(f, 1<<20)}
 	ro := replay.ReplayRecordOptions{Name: path}

@@ -55,6 +55,15 @@ func newFlagSet(name, help string, stderr io.Writer) *pflag.FlagSet {
 	return fs
 }
 
+// checkFormat checks a --format value of the report commands.
+func checkFormat(format string) error {
+	switch format {
+	case "table", "json", "markdown":
+		return nil
+	}
+	return usageError{fmt.Errorf("--format %q: want table, json or markdown", format)}
+}
+
 // eachEvent calls fn with every remaining event of r.
 func eachEvent(r trace.Reader, fn func(*trace.Event) error) error {
 	var e trace.Event

@@ -83,10 +83,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
-	switch *format {
-	case "table", "json", "markdown":
-	default:
-		return usageError{fmt.Errorf("--format %q: want table, json or markdown", *format)}
+	if err := checkFormat(*format); err != nil {
+		return err
 	}
 	if *reportOnly {
 		if fs.NArg() == 0 {

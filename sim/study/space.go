@@ -152,33 +152,25 @@ func (s Space) ChoicesFor(m trial.Model) Choices {
 			continue
 		}
 		oc := o.Choices
-		if len(oc.BatchSizes) > 0 {
-			c.BatchSizes = oc.BatchSizes
-		}
-		if len(oc.SeqLens) > 0 {
-			c.SeqLens = oc.SeqLens
-		}
-		if len(oc.GradAccum) > 0 {
-			c.GradAccum = oc.GradAccum
-		}
-		if len(oc.Precisions) > 0 {
-			c.Precisions = oc.Precisions
-		}
-		if len(oc.Optimizers) > 0 {
-			c.Optimizers = oc.Optimizers
-		}
-		if len(oc.Checkpointing) > 0 {
-			c.Checkpointing = oc.Checkpointing
-		}
-		if len(oc.Attention) > 0 {
-			c.Attention = oc.Attention
-		}
-		if len(oc.DynamicPadding) > 0 {
-			c.DynamicPadding = oc.DynamicPadding
-		}
+		replaceIfSet(&c.BatchSizes, oc.BatchSizes)
+		replaceIfSet(&c.SeqLens, oc.SeqLens)
+		replaceIfSet(&c.GradAccum, oc.GradAccum)
+		replaceIfSet(&c.Precisions, oc.Precisions)
+		replaceIfSet(&c.Optimizers, oc.Optimizers)
+		replaceIfSet(&c.Checkpointing, oc.Checkpointing)
+		replaceIfSet(&c.Attention, oc.Attention)
+		replaceIfSet(&c.DynamicPadding, oc.DynamicPadding)
 		break
 	}
 	return c
+}
+
+// replaceIfSet puts an override's list in place of the default's when the
+// override gives one.
+func replaceIfSet[T any](dst *[]T, src []T) {
+	if len(src) > 0 {
+		*dst = src
+	}
 }
 
 func (o Override) matches(name string) bool {

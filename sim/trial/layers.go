@@ -141,27 +141,27 @@ func (g *gen) encoderLayer(l int, x *tensor) *tensor {
 	default:
 		ctx = g.eagerAttention(l, q, k, v, false)
 	}
-	ao := g.linear(l, "attention.output", ctx, g.p(l, "attention.output.weight"), g.p(l, "attention.output.bias"), rows, H, H)
-	g.drop(ctx)
-	aod := g.dropout(l, "attention.output.dropout", ao)
-	g.drop(ao)
-	s1 := g.add(l, "attention.residual", aod, x)
-	g.drop(aod)
-	g.drop(x)
-	h1 := g.layerNorm(l, "attention.LayerNorm", s1, g.p(l, "attention.LayerNorm.weight"), g.p(l, "attention.LayerNorm.bias"), rows)
-	g.drop(s1)
+	h1 := g.postNormOutput(l, "attention.output", "attention", ctx, x, H)
 	it := g.linear(l, "intermediate", h1, g.p(l, "intermediate.weight"), g.p(l, "intermediate.bias"), rows, H, I)
 	ge := g.unary(l, "intermediate.gelu", it)
 	g.drop(it)
-	o := g.linear(l, "output", ge, g.p(l, "output.weight"), g.p(l, "output.bias"), rows, I, H)
-	g.drop(ge)
-	od := g.dropout(l, "output.dropout", o)
+	return g.postNormOutput(l, "output", "output", ge, h1, I)
+}
+
+// postNormOutput is BertSelfOutput and BertOutput alike: the dense layer
+// dense (in features to Hidden) on x, dropout, the residual added, and the
+// LayerNorm norm+".LayerNorm" after it; x and residual die here.
+func (g *gen) postNormOutput(l int, dense, norm string, x, residual *tensor, in uint64) *tensor {
+	rows, H := g.rows(), u(g.m.Hidden)
+	o := g.linear(l, dense, x, g.p(l, dense+".weight"), g.p(l, dense+".bias"), rows, in, H)
+	g.drop(x)
+	od := g.dropout(l, dense+".dropout", o)
 	g.drop(o)
-	s2 := g.add(l, "output.residual", od, h1)
+	s := g.add(l, norm+".residual", od, residual)
 	g.drop(od)
-	g.drop(h1)
-	out := g.layerNorm(l, "output.LayerNorm", s2, g.p(l, "output.LayerNorm.weight"), g.p(l, "output.LayerNorm.bias"), rows)
-	g.drop(s2)
+	g.drop(residual)
+	out := g.layerNorm(l, norm+".LayerNorm", s, g.p(l, norm+".LayerNorm.weight"), g.p(l, norm+".LayerNorm.bias"), rows)
+	g.drop(s)
 	return out
 }
 
