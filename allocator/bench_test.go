@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // Benchmarks of the allocator's hot path on the simulated device. The
 // figures and the command that produced them are in docs/allocator.md.
 
-func benchAllocator(b *testing.B, conf string) (*allocator.Allocator, *sim.Process) {
-	_, proc, a, _ := simAllocator(b, sim.Options{Capacity: 80 << 30, NoContextOverhead: true}, conf)
+func benchAllocator(b *testing.B, conf string) (*allocator.Allocator, *gpu.Process) {
+	_, proc, a, _ := simAllocator(b, gpu.Options{Capacity: 80 << 30, NoContextOverhead: true}, conf)
 	return a, proc
 }
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // TestConcurrentCallers runs several goroutines against one allocator (as
@@ -18,7 +18,7 @@ import (
 func TestConcurrentCallers(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:True"} {
 		t.Run("conf="+conf, func(t *testing.T) {
-			_, _, a, _ := simAllocator(t, sim.Options{Capacity: 2 << 30, NoContextOverhead: true, EventsCompleteImmediately: true},
+			_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 2 << 30, NoContextOverhead: true, EventsCompleteImmediately: true},
 				conf, allocator.WithInvariantChecks())
 			var traced sync.Map
 			a.AddObserver(func(e allocator.TraceEntry) { traced.Store(e.Action, true) })

@@ -8,7 +8,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // The property test and the fuzz target drive one allocator with random
@@ -43,8 +43,8 @@ type op struct {
 
 type driver struct {
 	t     testing.TB
-	gpu   *sim.GPU
-	proc  *sim.Process
+	gpu   *gpu.GPU
+	proc  *gpu.Process
 	a     *allocator.Allocator
 	cfg   config.Config
 	live  []*allocator.Block
@@ -53,13 +53,13 @@ type driver struct {
 
 // simAllocator returns an allocator with the settings conf on a new process
 // of a new simulated GPU.
-func simAllocator(tb testing.TB, o sim.Options, conf string, opts ...allocator.Option) (*sim.GPU, *sim.Process, *allocator.Allocator, config.Config) {
+func simAllocator(tb testing.TB, o gpu.Options, conf string, opts ...allocator.Option) (*gpu.GPU, *gpu.Process, *allocator.Allocator, config.Config) {
 	tb.Helper()
-	gpu, err := sim.NewGPU(o)
+	card, err := gpu.New(o)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -71,12 +71,12 @@ func simAllocator(tb testing.TB, o sim.Options, conf string, opts ...allocator.O
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return gpu, proc, a, cfg
+	return card, proc, a, cfg
 }
 
 func newDriver(t testing.TB, conf string, capacity uint64) *driver {
-	gpu, proc, a, cfg := simAllocator(t, sim.Options{Capacity: capacity, NoContextOverhead: true}, conf, allocator.WithInvariantChecks())
-	return &driver{t: t, gpu: gpu, proc: proc, a: a, cfg: cfg}
+	card, proc, a, cfg := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf, allocator.WithInvariantChecks())
+	return &driver{t: t, gpu: card, proc: proc, a: a, cfg: cfg}
 }
 
 func (d *driver) step(o op) {

@@ -6,13 +6,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 const mib = 1 << 20
 
 func TestRestoreRebuildsLayoutAndStats(t *testing.T) {
-	_, proc, a, _ := simAllocator(t, sim.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
+	_, proc, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
 	bases, live, err := a.Restore([]allocator.RestoreSegment{
 		{Size: 20 * mib, Blocks: []allocator.RestoreBlock{
 			{Size: 2 * mib, Requested: 2*mib - 7, Allocated: true},
@@ -67,19 +67,19 @@ func TestRestoreRebuildsLayoutAndStats(t *testing.T) {
 }
 
 func TestRestoreRejectsBadInput(t *testing.T) {
-	_, _, a, _ := simAllocator(t, sim.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
+	_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
 	_, _, err := a.Restore([]allocator.RestoreSegment{{Size: 4 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib}}}})
 	require.ErrorContains(t, err, "add up to")
 	_, _, err = a.Restore([]allocator.RestoreSegment{{Size: 64 << 30, Blocks: []allocator.RestoreBlock{{Size: 64 << 30}}}})
 	require.ErrorIs(t, err, allocator.ErrDeviceOutOfMemory)
 
-	_, _, e, _ := simAllocator(t, sim.Options{Capacity: 1 << 30, NoContextOverhead: true}, "expandable_segments:True")
+	_, _, e, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "expandable_segments:True")
 	_, _, err = e.Restore([]allocator.RestoreSegment{{Size: 2 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib}}}})
 	require.ErrorContains(t, err, "expandable")
 }
 
 func TestFreeSummary(t *testing.T) {
-	_, _, a, _ := simAllocator(t, sim.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
+	_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
 	total, largest := a.FreeSummary()
 	require.Zero(t, total)
 	require.Zero(t, largest)

@@ -5,7 +5,7 @@ package allocator_test
 // command caused and the resulting layout and statistics written beside it.
 // The runner and the commands are in allocator/internal/scenario, shared
 // with allocator/cuda, which runs the same files on the CUDA backend over
-// its fake driver; here the device is a sim.Process.
+// its fake driver; here the device is a gpu.Process.
 
 import (
 	"fmt"
@@ -15,7 +15,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/internal/scenario"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 func TestScenarios(t *testing.T) {
@@ -25,21 +25,21 @@ func TestScenarios(t *testing.T) {
 // simHarness is a process on a simulated GPU: the device the expected
 // outputs are written for.
 type simHarness struct {
-	gpu  *sim.GPU
-	proc *sim.Process
+	gpu  *gpu.GPU
+	proc *gpu.Process
 }
 
 func (h *simHarness) Init(capacity, granularity, context uint64) (allocator.Device, error) {
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, Granularity: granularity,
+	card, err := gpu.New(gpu.Options{Capacity: capacity, Granularity: granularity,
 		ContextOverhead: context, NoContextOverhead: context == 0})
 	if err != nil {
 		return nil, err
 	}
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	if err != nil {
 		return nil, err
 	}
-	h.gpu, h.proc = gpu, proc
+	h.gpu, h.proc = card, proc
 	return proc, nil
 }
 
@@ -59,7 +59,7 @@ func (h *simHarness) Sticky(name string) bool {
 func (h *simHarness) Device() string {
 	cs := h.proc.Counters()
 	var calls []string
-	for _, call := range sim.Calls() {
+	for _, call := range gpu.Calls() {
 		if n := cs.Get(call).Calls; n > 0 {
 			calls = append(calls, fmt.Sprintf("%s=%d", call, n))
 		}

@@ -3,7 +3,7 @@ package profiler
 import (
 	"math/bits"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // addrTable maps a live block's address to its site. It is a linear-probing

@@ -6,7 +6,7 @@ import (
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Reconstructing the state at a peak.

@@ -4,9 +4,9 @@ import (
 	"slices"
 	"sort"
 
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Finish takes the captures still pending and the final sample, reads the
@@ -65,10 +65,10 @@ func (p *Profiler) Finish() *Profile {
 		if d.proc != nil {
 			c := d.proc.Counters()
 			c.Sub(d.baseline)
-			dp.DeviceMallocs = c.Get(sim.CallMalloc).Calls
-			dp.DeviceFrees = c.Get(sim.CallFree).Calls
-			dp.DeviceMaps = c.Get(sim.CallMap).Calls
-			dp.DeviceUnmaps = c.Get(sim.CallUnmap).Calls
+			dp.DeviceMallocs = c.Get(gpu.CallMalloc).Calls
+			dp.DeviceFrees = c.Get(gpu.CallFree).Calls
+			dp.DeviceMaps = c.Get(gpu.CallMap).Calls
+			dp.DeviceUnmaps = c.Get(gpu.CallUnmap).Calls
 			dp.DeviceTimeNS = int64(c.Total.Time)
 			if ds, ok := d.proc.(replay.Describer); ok {
 				dp.DeviceTimeMeasured = ds.Info().MeasuredTime

@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // PyTorch's torch/cuda/_memory_viz.py (_frame_filter) hides these frames

@@ -1,7 +1,7 @@
 package profiler
 
 import (
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Profile is what Finish returns: plain data, JSON-tagged, with nothing

@@ -2,9 +2,9 @@ package profiler
 
 import (
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Options tune a Profiler; the zero value gives the defaults.
@@ -167,7 +167,7 @@ type devState struct {
 	a     *allocator.Allocator
 	proc  replay.Process
 	// baseline is proc's device calls when the restore ended.
-	baseline sim.Counters
+	baseline gpu.Counters
 
 	counters
 	sites []siteCounters // indexed by StackID

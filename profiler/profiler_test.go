@@ -11,9 +11,9 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // The profiler must stay usable as the replay's recorder.
@@ -27,7 +27,7 @@ const MiB = 1 << 20
 type rig struct {
 	t      *testing.T
 	dev    int32
-	proc   *sim.Process
+	proc   *gpu.Process
 	a      *allocator.Allocator
 	p      *profiler.Profiler
 	idx    *int64 // shared by the rigs of one profiler
@@ -35,11 +35,11 @@ type rig struct {
 	stacks map[string]trace.StackID
 }
 
-func newAllocator(t testing.TB, capacity uint64, conf string, dev int, opts ...allocator.Option) (*sim.Process, *allocator.Allocator) {
+func newAllocator(t testing.TB, capacity uint64, conf string, dev int, opts ...allocator.Option) (*gpu.Process, *allocator.Allocator) {
 	t.Helper()
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
 	require.NoError(t, err)
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	require.NoError(t, err)
 	cfg, err := config.Parse(conf)
 	require.NoError(t, err)

@@ -8,8 +8,8 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // TestReconstructMatchesEager drives random workloads (record-stream
@@ -29,11 +29,11 @@ func TestReconstructMatchesEager(t *testing.T) {
 }
 
 func checkRandomWorkload(t *testing.T, conf string, seed uint64) {
-	gpu, err := sim.NewGPU(sim.Options{Capacity: 600 << 20, NoContextOverhead: true})
+	card, err := gpu.New(gpu.Options{Capacity: 600 << 20, NoContextOverhead: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	if err != nil {
 		t.Fatal(err)
 	}

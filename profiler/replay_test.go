@@ -11,8 +11,8 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // TestReplayConsistency replays the repository's sample traces with the
@@ -21,7 +21,7 @@ import (
 // statistics and its captures against themselves.
 func TestReplayConsistency(t *testing.T) {
 	var files []string
-	pats := []string{"../traces/pytorch/*.pickle", "trace/testdata/*.pickle", "trace/testdata/rmm_basic.csv"}
+	pats := []string{"../traces/pytorch/*.pickle", "../trace/testdata/*.pickle", "../trace/testdata/rmm_basic.csv"}
 	// More traces on request, e.g.
 	// MEMREPLAY_PROFILER_TRACES='/work/shared/traces/pytorch/*.pickle'.
 	if extra := os.Getenv("MEMREPLAY_PROFILER_TRACES"); extra != "" {

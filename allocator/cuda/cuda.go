@@ -1,6 +1,6 @@
 // Package cuda is the real GPU behind the allocator: an allocator.Device
 // (and allocator.VirtualMemory, for expandable segments) that calls the
-// CUDA driver API, the counterpart of the simulator's sim.Process.
+// CUDA driver API, the counterpart of the simulator's gpu.Process.
 //
 // # Reaching the driver
 //

@@ -23,7 +23,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 var propertyConfs = []string{
@@ -38,8 +38,8 @@ type twin struct {
 	t      *testing.T
 	fake   *fake
 	dev    *Device
-	gpu    *sim.GPU
-	proc   *sim.Process
+	gpu    *gpu.GPU
+	proc   *gpu.Process
 	onSim  *allocator.Allocator
 	onCuda *allocator.Allocator
 	cfg    config.Config
@@ -56,9 +56,9 @@ type pair struct {
 func newTwin(t *testing.T, conf string, capacity uint64) *twin {
 	cfg, err := config.Parse(conf)
 	require.NoError(t, err)
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
 	require.NoError(t, err)
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	require.NoError(t, err)
 	onSim, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
 	require.NoError(t, err)
@@ -66,11 +66,11 @@ func newTwin(t *testing.T, conf string, capacity uint64) *twin {
 	dev := f.device()
 	onCuda, err := allocator.New(dev, cfg, allocator.WithInvariantChecks())
 	require.NoError(t, err)
-	return &twin{t: t, fake: f, dev: dev, gpu: gpu, proc: proc, onSim: onSim, onCuda: onCuda, cfg: cfg}
+	return &twin{t: t, fake: f, dev: dev, gpu: card, proc: proc, onSim: onSim, onCuda: onCuda, cfg: cfg}
 }
 
 func (w *twin) rebase(addr uint64) uint64 {
-	return addr - w.fake.stat("arena") + sim.DefaultAddressBase
+	return addr - w.fake.stat("arena") + gpu.DefaultAddressBase
 }
 
 func (w *twin) step(kind uint8, size uint64, pick uint32, stream uint8) {

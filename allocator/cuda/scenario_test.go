@@ -8,7 +8,7 @@ package cuda
 //   - addresses: the fake hands out the same offsets from its arena's base
 //     as sim from its address base (both first fit with the same
 //     alignments), so every address inside the arena is printed rebased to
-//     sim.DefaultAddressBase;
+//     gpu.DefaultAddressBase;
 //   - device errors: sim names runtime calls the runtime's way
 //     ("cudaMalloc failed: cudaErrorAssert"), the driver "cuMemAlloc_v2
 //     failed: CUDA_ERROR_ASSERT"; the text is rewritten to sim's names;
@@ -29,7 +29,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/internal/scenario"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 func TestScenariosOnFakeDriver(t *testing.T) {
@@ -86,11 +86,11 @@ func (h *fakeHarness) Output(out string) string {
 		if err != nil || v < base || v-base >= size {
 			return x
 		}
-		return fmt.Sprintf("%#x", v-base+sim.DefaultAddressBase)
+		return fmt.Sprintf("%#x", v-base+gpu.DefaultAddressBase)
 	})
 }
 
-// simCalls renames the driver calls to sim's call names (sim/cost.go).
+// simCalls renames the driver calls to sim's call names (sim/gpu/cost.go).
 var simCalls = map[string]string{
 	"cuMemAlloc_v2":       "cudaMalloc",
 	"cuMemFree_v2":        "cudaFree",
@@ -109,7 +109,7 @@ var simCalls = map[string]string{
 }
 
 // runtimeNames are the runtime API's spellings of the codes the scenarios
-// meet, which sim uses for runtime calls (sim/errors.go).
+// meet, which sim uses for runtime calls (sim/gpu/errors.go).
 var runtimeNames = map[int]string{
 	1: "cudaErrorInvalidValue", 2: "cudaErrorMemoryAllocation", 400: "cudaErrorInvalidResourceHandle",
 	700: "cudaErrorIllegalAddress", 710: "cudaErrorAssert", 714: "cudaErrorHardwareStackError",

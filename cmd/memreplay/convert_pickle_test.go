@@ -9,7 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // A PyTorch snapshot converted to a pickle reads back with the same events

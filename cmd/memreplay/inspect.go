@@ -11,7 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const inspectHelp = `Usage: memreplay inspect [flags] TRACE

@@ -10,7 +10,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	simpar "github.com/memreplay/memreplay/sim/par"
 	"github.com/memreplay/memreplay/sim/study"
 	"github.com/memreplay/memreplay/sim/workers"
@@ -55,7 +55,7 @@ Flags:
 func parCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("par", parHelp, stderr)
 	capacity := fs.String("capacity", "24GiB", "GPU memory")
-	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", sim.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
+	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", gpu.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
 	confs := fs.StringArray("alloc-conf", nil, `allocator settings to compare, PYTORCH_CUDA_ALLOC_CONF syntax (repeatable; "" is PyTorch's defaults; default: "" and expandable_segments:True)`)
 	maxPAR := fs.Int("max-par", simpar.DefaultMaxPAR, "largest PAR to try (k = 1..max-par)")
 	mixes := fs.Int("mixes", simpar.DefaultMixes, "random mixes per PAR and setting")

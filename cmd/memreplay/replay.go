@@ -15,9 +15,9 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const replayHelp = `Usage: memreplay replay [flags] TRACE...

@@ -5,8 +5,8 @@ import (
 	"io"
 	"strings"
 
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/trial"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const synthHelp = `Usage: memreplay synth [flags] -o OUTPUT

@@ -11,9 +11,9 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Input is everything a report shows about one replay.
@@ -61,10 +61,10 @@ func figures(res *replay.Result, prof *profiler.Profile) profiler.Figures {
 		f.FinalReservedBytes += uint64(max(st.ReservedBytes[allocator.StatAll].Current, 0))
 		f.AllocRetries += st.NumAllocRetries
 		f.OOMs += st.NumOOMs
-		f.DeviceMallocs += d.Counters.Get(sim.CallMalloc).Calls
-		f.DeviceFrees += d.Counters.Get(sim.CallFree).Calls
-		f.DeviceMaps += d.Counters.Get(sim.CallMap).Calls
-		f.DeviceUnmaps += d.Counters.Get(sim.CallUnmap).Calls
+		f.DeviceMallocs += d.Counters.Get(gpu.CallMalloc).Calls
+		f.DeviceFrees += d.Counters.Get(gpu.CallFree).Calls
+		f.DeviceMaps += d.Counters.Get(gpu.CallMap).Calls
+		f.DeviceUnmaps += d.Counters.Get(gpu.CallUnmap).Calls
 		f.DeviceTimeNS += int64(d.Counters.Total.Time)
 		f.DeviceTimeMeasured = f.DeviceTimeMeasured || d.TimeMeasured
 	}

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -334,9 +334,9 @@ func trimOOM(o *profiler.OOMSnapshot, n int) *profiler.OOMSnapshot {
 	return &oo
 }
 
-func callsJSON(c sim.Counters) map[string]jsonCallCount {
+func callsJSON(c gpu.Counters) map[string]jsonCallCount {
 	out := map[string]jsonCallCount{}
-	for _, call := range sim.Calls() {
+	for _, call := range gpu.Calls() {
 		if n := c.Get(call); n.Calls > 0 {
 			out[string(call)] = jsonCallCount{Calls: n.Calls, Failures: n.Failures, TimeNS: int64(n.Time / time.Nanosecond)}
 		}

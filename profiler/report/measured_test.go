@@ -10,15 +10,15 @@ import (
 
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
 // runOn is a minimal replay of one device: on a real GPU (named, measured
 // time) or on the simulator (modelled time).
 func runOn(onGPU bool) (*replay.Result, *profiler.Profile) {
-	c := sim.Counters{ByCall: map[sim.Call]sim.Counter{sim.CallMalloc: {Calls: 3, Time: 7 * time.Microsecond}},
-		Total: sim.Counter{Calls: 3, Time: 7 * time.Microsecond}}
+	c := gpu.Counters{ByCall: map[gpu.Call]gpu.Counter{gpu.CallMalloc: {Calls: 3, Time: 7 * time.Microsecond}},
+		Total: gpu.Counter{Calls: 3, Time: 7 * time.Microsecond}}
 	d := replay.DeviceResult{Capacity: 1 << 30, CapacitySource: "option", Counters: c}
 	f := profiler.Figures{DeviceMallocs: 3, DeviceTimeNS: 7000}
 	if onGPU {

@@ -8,7 +8,7 @@ import (
 	"github.com/google/pprof/profile"
 
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // The pprof sample types, in value order. Names follow Go's heap profiles

@@ -19,9 +19,9 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files")
@@ -36,9 +36,9 @@ const MiB = 1 << 20
 func recordTrainingLike(t *testing.T) *trace.Trace {
 	t.Helper()
 	const capacity = 300 * MiB
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
 	require.NoError(t, err)
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	require.NoError(t, err)
 	cfg := config.Default()
 	a, err := allocator.New(proc, cfg)

@@ -23,7 +23,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // Options shape one demo run.
@@ -64,11 +64,11 @@ func Run(conf string, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	gpu, err := sim.NewGPU(sim.Options{Name: "simulated 24 GiB GPU", Capacity: o.Capacity, EventsCompleteImmediately: true})
+	card, err := gpu.New(gpu.Options{Name: "simulated 24 GiB GPU", Capacity: o.Capacity, EventsCompleteImmediately: true})
 	if err != nil {
 		return res, err
 	}
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	if err != nil {
 		return res, err
 	}

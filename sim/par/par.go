@@ -72,9 +72,9 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Trial is one trial of the workload.
@@ -114,8 +114,8 @@ const (
 // Options configure a PAR search.
 type Options struct {
 	Capacity        uint64        // device memory in bytes
-	ContextOverhead uint64        // per process; 0: sim.DefaultContextOverhead
-	Costs           sim.CostModel // device-call latencies; zero: sim.DefaultCosts()
+	ContextOverhead uint64        // per process; 0: gpu.DefaultContextOverhead
+	Costs           gpu.CostModel // device-call latencies; zero: gpu.DefaultCosts()
 	Settings        []Setting     // at least one
 	MaxPAR          int           // k = 1..MaxPAR; 0: DefaultMaxPAR
 	Mixes           int           // per setting and k; 0: DefaultMixes
@@ -158,7 +158,7 @@ func (o *Options) defaults() error {
 		o.Share = DefaultShare
 	}
 	if o.ContextOverhead == 0 {
-		o.ContextOverhead = sim.DefaultContextOverhead
+		o.ContextOverhead = gpu.DefaultContextOverhead
 	}
 	switch {
 	case o.Capacity == 0:

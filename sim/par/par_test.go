@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/par"
+	"github.com/memreplay/memreplay/trace"
 )
 
 func settings(t *testing.T, confs ...string) []par.Setting {

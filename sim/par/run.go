@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
 )
 
@@ -98,7 +98,7 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 	pol.RestartOnStickyError = true
 	cfg := s.Config
 	sum, err := workers.Run(workers.Options{
-		GPU:     sim.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		GPU:     gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
 		Alloc:   &cfg,
 		Workers: k,
 		Stagger: mx.stagger,
@@ -192,7 +192,7 @@ func runSolo(o *Options, s *Setting, t Trial) (solo, error) {
 	given := false
 	cfg := s.Config
 	_, err := workers.Run(workers.Options{
-		GPU:     sim.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		GPU:     gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
 		Alloc:   &cfg,
 		Workers: 1,
 		Next: func(int, time.Duration) (workers.Task, bool) {

@@ -3,8 +3,8 @@ package par
 import (
 	"math/rand/v2"
 
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/trial"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // FromSpecs turns a sampler of trial hyperparameters (sim/study's

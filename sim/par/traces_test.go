@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/par"
+	"github.com/memreplay/memreplay/trace"
 )
 
 func events(t *testing.T, tr par.Trial) []trace.Event {

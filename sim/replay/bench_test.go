@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // writeTrainingTrace writes a native trace of about n events shaped like a

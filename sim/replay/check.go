@@ -5,7 +5,7 @@ import (
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // compareFinal compares device dev's recorded final segments with the

@@ -4,7 +4,7 @@ import (
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // device is the allocator.Device a replayed allocator runs on: a Process

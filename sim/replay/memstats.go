@@ -51,7 +51,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // MemoryStats is torch.cuda.memory_stats() of one device as the recording

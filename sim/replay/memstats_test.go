@@ -11,9 +11,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
+	"github.com/memreplay/memreplay/trace"
 )
 
 func statsOf(st allocator.Stats) *replay.MemoryStats {

@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Two devices recorded into one trace, their events interleaved: each is

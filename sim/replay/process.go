@@ -4,12 +4,12 @@ import (
 	"fmt"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // Process is the device one traced device replays on: what the replay, its
 // address-translating device (device.go), the Recorders and the profiler
-// need of it. *sim.Process (the default, a simulated GPU) satisfies it; so
+// need of it. *gpu.Process (the default, a simulated GPU) satisfies it; so
 // does the real GPU of package realgpu (sim/replay/realgpu), over the CUDA
 // driver.
 //
@@ -29,7 +29,7 @@ import (
 //     SynchronizeEvent, Free, which synchronises the device as cudaFree
 //     does), QueryEvent must report an event incomplete: the decisions of
 //     record_stream frees depend on it. It is not counted in Counters.
-//   - Counters returns the device calls made so far, per sim.Call kind,
+//   - Counters returns the device calls made so far, per gpu.Call kind,
 //     with their time (modelled by the simulator; measured wall time on a
 //     real GPU, see ProcessInfo). The replay subtracts the calls of the
 //     restore.
@@ -37,10 +37,10 @@ type Process interface {
 	allocator.Device
 	allocator.VirtualMemory
 	CompleteEvents(s allocator.Stream)
-	Counters() sim.Counters
+	Counters() gpu.Counters
 }
 
-var _ Process = (*sim.Process)(nil)
+var _ Process = (*gpu.Process)(nil)
 
 // ProcessInfo describes the device behind a Process, for reports. A Process
 // may implement Describer; one that does not (the simulated GPU) is
@@ -77,7 +77,7 @@ type NewProcessFunc func(device int32, capacity uint64, source string) (Process,
 // capacity per device, without a context's overhead, whose addresses start
 // at 2^56.
 func newSimProcess(device int32, capacity uint64, _ string) (Process, error) {
-	gpu, err := sim.NewGPU(sim.Options{
+	card, err := gpu.New(gpu.Options{
 		Name:              fmt.Sprintf("replay device %d", device),
 		Capacity:          capacity,
 		NoContextOverhead: true,
@@ -86,7 +86,7 @@ func newSimProcess(device int32, capacity uint64, _ string) (Process, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := gpu.NewProcess()
+	p, err := card.NewProcess()
 	if err != nil {
 		return nil, err
 	}

@@ -7,9 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const (
@@ -88,7 +88,7 @@ func TestRealTracesMatchPyTorch(t *testing.T) {
 			require.Equal(t, rec.Segments, res.Reconstructed.Segments)
 			// The restore's cudaMallocs are not the trace's.
 			dev := res.Devices[0]
-			require.EqualValues(t, dev.Stats.NumDeviceAlloc, dev.Counters.Get(sim.CallMalloc).Calls)
+			require.EqualValues(t, dev.Stats.NumDeviceAlloc, dev.Counters.Get(gpu.CallMalloc).Calls)
 		})
 	}
 }

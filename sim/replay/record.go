@@ -2,7 +2,7 @@ package replay
 
 import (
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Recording turns an allocator's activity into trace events, the way

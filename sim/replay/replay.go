@@ -59,8 +59,8 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Options configure a replay.
@@ -448,7 +448,7 @@ func (rp *replayer) finish() error {
 }
 
 // counters are the device calls the replay made, the restore's excluded.
-func (d *devState) counters() sim.Counters {
+func (d *devState) counters() gpu.Counters {
 	c := d.proc.Counters()
 	c.Sub(d.baseline)
 	return c
@@ -468,7 +468,7 @@ type devState struct {
 	capacitySource string
 	name           string       // the device's name (Describer); "" when simulated
 	measured       bool         // the process measures its calls' time
-	baseline       sim.Counters // device calls of the restore, not the trace's
+	baseline       gpu.Counters // device calls of the restore, not the trace's
 
 	live   map[uint64]liveBlock
 	failed map[uint64]struct{} // addresses whose alloc the replay skipped (OOMSkip)

@@ -8,9 +8,9 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const mib = 1 << 20

@@ -7,8 +7,8 @@ import (
 	"runtime"
 	"testing"
 
-	"github.com/memreplay/memreplay/profiler/trace"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // benchRecordedReplay is benchReplay with a ReplayRecorder attached:

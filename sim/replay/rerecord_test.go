@@ -11,9 +11,9 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const trialTraces = "../../traces/trial"
@@ -400,9 +400,9 @@ func TestRecordingOfReplayTwoDevices(t *testing.T) {
 	var recs [2]*replay.Recording
 	var allocs [2]*allocator.Allocator
 	for d := range allocs {
-		gpu, err := sim.NewGPU(sim.Options{Capacity: 1 << 30, NoContextOverhead: true})
+		card, err := gpu.New(gpu.Options{Capacity: 1 << 30, NoContextOverhead: true})
 		require.NoError(t, err)
-		proc, err := gpu.NewProcess()
+		proc, err := card.NewProcess()
 		require.NoError(t, err)
 		allocs[d], err = allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
 		require.NoError(t, err)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // OOMPolicy says what a replay does when its allocator runs out of memory
@@ -84,7 +84,7 @@ type DeviceResult struct {
 	// simulated.
 	Name     string
 	Stats    allocator.Stats
-	Counters sim.Counters
+	Counters gpu.Counters
 	// TimeMeasured says that Counters' times were measured (a real GPU),
 	// not modelled by the simulator's cost model.
 	TimeMeasured bool

@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // restore rebuilds the device's segments that existed before the first

@@ -97,10 +97,10 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Outcome is how a trial ended.
@@ -219,7 +219,7 @@ func Run(o Options) (*Result, error) {
 	}
 	defer s.w.close()
 	res := &Result{State: s.st, Planned: s.planned}
-	gpu := sim.Options{Name: "simulated GPU", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead,
+	gpu := gpu.Options{Name: "simulated GPU", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead,
 		EventsCompleteImmediately: true}
 	stagger := make([]time.Duration, o.Workers)
 	for i := range stagger {
@@ -379,7 +379,7 @@ func (s *study) estimate(sp trial.Spec) (need, budget uint64) {
 	need = uint64(float64(sp.Estimate().PeakBytes) * (1 + m))
 	ctx := s.o.ContextOverhead
 	if ctx == 0 {
-		ctx = sim.DefaultContextOverhead
+		ctx = gpu.DefaultContextOverhead
 	}
 	share := s.o.Capacity / uint64(s.o.Workers)
 	if share > ctx {

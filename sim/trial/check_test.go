@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // summary is what the tests check of a generated trace.

@@ -3,7 +3,7 @@ package trial
 import (
 	"strconv"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // siteKey names an allocation site: a layer (-1 outside the layers) and a

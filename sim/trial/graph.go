@@ -1,7 +1,7 @@
 package trial
 
 import (
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // This file is the small autograd engine the layer recipes run on: tensors

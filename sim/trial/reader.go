@@ -5,7 +5,7 @@ import (
 	"io"
 	"math"
 
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Source is the Header().Source of a trial's trace.

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // apply makes the request e stands for. Errors from the allocator come back

@@ -4,10 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // BenchmarkFourWorkers measures the engine: four workers, each running two
@@ -24,7 +24,7 @@ func BenchmarkFourWorkers(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		sum, err := workers.Run(workers.Options{
-			GPU: sim.Options{Capacity: 24 * giB}, Workers: 4,
+			GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
 			Stagger: []time.Duration{0, time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond},
 			Compute: workers.Compute{Share: 0.5},
 			Next:    queue(lists...),
@@ -50,7 +50,7 @@ func BenchmarkFourWorkersTrialModel(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		n := 0
 		sum, err := workers.Run(workers.Options{
-			GPU: sim.Options{Capacity: 24 * giB}, Workers: 4,
+			GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
 			Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
 			Compute: workers.Compute{Share: 0.5},
 			Next: func(w int, now time.Duration) (workers.Task, bool) {

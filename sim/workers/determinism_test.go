@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // mixed runs four workers on trials of random shapes near the GPU's limit,
@@ -31,7 +31,7 @@ func mixed(t *testing.T, seed uint64, conf string) ([]workers.TaskResult, worker
 	}
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: sim.Options{Capacity: 3 * giB}, Alloc: &cfg, Workers: 4, Stagger: stagger,
+		GPU: gpu.Options{Capacity: 3 * giB}, Alloc: &cfg, Workers: 4, Stagger: stagger,
 		Compute: workers.Compute{Share: 0.5},
 		// A worker whose context does not fit tries again with its next trial.
 		Policy: workers.Policy{RestartOnStickyError: true},

@@ -2,16 +2,16 @@ package workers
 
 import (
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // meter is the allocator.Device (and VirtualMemory) a worker's allocator runs
-// on: its sim.Process, with a count of the calls made. Most events are served
+// on: its gpu.Process, with a count of the calls made. Most events are served
 // from the cache and make no device call at all; the count tells the worker
 // when it must ask the process for its modelled call time (a snapshot of the
 // process's counters, too costly to take after every event).
 type meter struct {
-	p     *sim.Process
+	p     *gpu.Process
 	calls uint64
 }
 

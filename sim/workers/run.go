@@ -4,14 +4,14 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // run is one Run's state: the GPU, the clock and the workers.
 type run struct {
 	o       Options
 	cfg     config.Config
-	gpu     *sim.GPU
+	gpu     *gpu.GPU
 	clock   scheduler
 	workers []*worker
 	sum     Summary
@@ -26,11 +26,11 @@ type run struct {
 }
 
 func newRun(o Options) (*run, error) {
-	gpu, err := sim.NewGPU(o.GPU)
+	card, err := gpu.New(o.GPU)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{o: o, gpu: gpu}
+	r := &run{o: o, gpu: card}
 	if o.Alloc != nil {
 		r.cfg = *o.Alloc
 	} else {
@@ -46,7 +46,7 @@ func newRun(o Options) (*run, error) {
 	if r.clock.share == 0 {
 		r.clock.share = 1
 	}
-	r.sum.Capacity = gpu.Capacity()
+	r.sum.Capacity = card.Capacity()
 	r.workers = make([]*worker, o.Workers)
 	for i := range r.workers {
 		r.workers[i] = &worker{id: i, r: r, live: map[uint64]live{}}

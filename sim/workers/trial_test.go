@@ -8,10 +8,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // specTask runs sim/trial's model of a fine-tuning trial.
@@ -32,7 +32,7 @@ func TestTrialModelReaders(t *testing.T) {
 		var rs []workers.TaskResult
 		next := 0
 		sum, err := workers.Run(workers.Options{
-			GPU: sim.Options{Capacity: 24 * giB}, Alloc: &cfg, Workers: 2,
+			GPU: gpu.Options{Capacity: 24 * giB}, Alloc: &cfg, Workers: 2,
 			Stagger: []time.Duration{0, 100 * time.Millisecond},
 			Compute: workers.Compute{Share: 0.5},
 			Next: func(w int, now time.Duration) (workers.Task, bool) {

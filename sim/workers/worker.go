@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // phase is what a worker's next step does.
@@ -35,7 +35,7 @@ type worker struct {
 	r     *run
 	phase phase
 
-	proc      *sim.Process
+	proc      *gpu.Process
 	m         *meter
 	a         *allocator.Allocator
 	processes int // processes started so far

@@ -6,7 +6,7 @@
 //
 // A worker is what the seeds' studies ran PAR of: a Python process with its
 // own CUDA context and its own caching allocator, taking trials from the
-// study one after another. Here it is a sim.Process on the shared sim.GPU
+// study one after another. Here it is a gpu.Process on the shared gpu.GPU
 // (its context charged on the GPU's one physical memory) with its own
 // allocator.Allocator, fed tasks by Options.Next. A task is one trial's
 // events as a trace.Reader. The worker applies them as a PyTorch program
@@ -24,7 +24,7 @@
 // the exception unwinds, and the tensors go with the frames) and takes the
 // next task, its cache as the failure left it; under StopOnOOM the run ends
 // there. A sticky device error (Options.Fault makes one, through
-// sim.Process.InjectStickyError) corrupts the worker's context: the trial is
+// gpu.Process.InjectStickyError) corrupts the worker's context: the trial is
 // Failed at the fault, since the next CUDA call of a training step (a kernel
 // launch, microseconds away; the simulator does not model launches) reports
 // it. With RestartOnStickyError the worker's process exits, freeing all it
@@ -80,8 +80,8 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Outcome is how a task ended.
@@ -131,7 +131,7 @@ type Policy struct {
 	StartupCost time.Duration
 }
 
-// Fault injects a sticky device error (sim.Process.InjectStickyError) into a
+// Fault injects a sticky device error (gpu.Process.InjectStickyError) into a
 // task at its event number AtEvent (0 is the task's first event), with the
 // error name (e.g. "cudaErrorIllegalAddress"); how studies model a corrupted
 // context. A fault past the task's last event does not fire.
@@ -149,7 +149,7 @@ type Compute struct {
 
 // Options configure a run.
 type Options struct {
-	GPU     sim.Options     // the shared device (capacity, context overhead, costs)
+	GPU     gpu.Options     // the shared device (capacity, context overhead, costs)
 	Alloc   *config.Config  // every worker's allocator setting; nil: PyTorch's defaults
 	Workers int             // at least 1
 	Stagger []time.Duration // start offset of each worker (missing entries: 0)

@@ -9,22 +9,22 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // gpu is a small device with round numbers: no context overhead unless a
 // test asks.
-func gpu(capacity uint64) sim.Options {
-	return sim.Options{Capacity: capacity, NoContextOverhead: true}
+func onGPU(capacity uint64) gpu.Options {
+	return gpu.Options{Capacity: capacity, NoContextOverhead: true}
 }
 
 func TestOneTaskTimeIsComputePlusDeviceCalls(t *testing.T) {
 	tr := simple("t", time.Millisecond, 30*miB, 50*miB, 100*kiB)
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1,
+		GPU: onGPU(1 * giB), Workers: 1,
 		Next: queue([]*trace.Trace{tr}), Done: collect(&rs),
 	})
 	require.NoError(t, err)
@@ -65,7 +65,7 @@ func TestEventsApplyInGlobalTimeOrder(t *testing.T) {
 	var times []time.Duration
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu(4 * giB), Workers: 3,
+		GPU: onGPU(4 * giB), Workers: 3,
 		Stagger: []time.Duration{0, 3 * time.Millisecond},
 		Next:    queue(mk(time.Millisecond, 3), mk(700*time.Microsecond, 4), mk(2*time.Millisecond, 2)),
 		Done:    collect(&rs),
@@ -89,7 +89,7 @@ func TestTiesGoToTheLowerWorker(t *testing.T) {
 	tr := simple("same", time.Millisecond, 10*miB)
 	var order []int
 	_, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 3,
+		GPU: onGPU(1 * giB), Workers: 3,
 		Next: queue([]*trace.Trace{tr}, []*trace.Trace{tr}, []*trace.Trace{tr}),
 		Done: func(r workers.TaskResult) error { order = append(order, r.Worker); return nil },
 		// Identical workers with no device costs in play would tie
@@ -103,14 +103,14 @@ func TestContentionSlowsConcurrentTrials(t *testing.T) {
 	tr := simple("t", 10*time.Millisecond, 1*miB) // ~40 ms of compute
 	run := func(share float64) workers.Summary {
 		s, err := workers.Run(workers.Options{
-			GPU: gpu(1 * giB), Workers: 2, Compute: workers.Compute{Share: share},
+			GPU: onGPU(1 * giB), Workers: 2, Compute: workers.Compute{Share: share},
 			Next: queue([]*trace.Trace{tr}, []*trace.Trace{tr}),
 		})
 		require.NoError(t, err)
 		return s
 	}
 	var rs []workers.TaskResult
-	alone, err := workers.Run(workers.Options{GPU: gpu(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr}), Done: collect(&rs)})
+	alone, err := workers.Run(workers.Options{GPU: onGPU(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr}), Done: collect(&rs)})
 	require.NoError(t, err)
 	full := run(1)    // time slicing: two trials take twice as long
 	half := run(0.5)  // each trial uses half the GPU: two run at full speed
@@ -128,7 +128,7 @@ func TestOOMPrunesTheTrialAndFreesItsBlocks(t *testing.T) {
 	small := simple("small", time.Millisecond, 200*miB)
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1,
+		GPU: onGPU(1 * giB), Workers: 1,
 		Next: queue([]*trace.Trace{big, small}), Done: collect(&rs),
 	})
 	require.NoError(t, err)
@@ -152,7 +152,7 @@ func TestStopOnOOMEndsTheRun(t *testing.T) {
 	small := simple("small", time.Millisecond, 1*miB)
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 2, Policy: workers.Policy{OnOOM: workers.StopOnOOM},
+		GPU: onGPU(1 * giB), Workers: 2, Policy: workers.Policy{OnOOM: workers.StopOnOOM},
 		Stagger: []time.Duration{0, time.Second},
 		Next:    queue([]*trace.Trace{big, small}, []*trace.Trace{small}), Done: collect(&rs),
 	})
@@ -178,7 +178,7 @@ func TestStickyErrorRestartsTheWorker(t *testing.T) {
 	}
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1,
+		GPU: onGPU(1 * giB), Workers: 1,
 		Policy: workers.Policy{RestartOnStickyError: true, StartupCost: time.Second},
 		Next:   queue(ts), Done: collect(&rs), Fault: faultOn(1),
 	})
@@ -198,7 +198,7 @@ func TestStickyErrorRestartsTheWorker(t *testing.T) {
 	// Without restarts the worker stops at its first failure.
 	rs = nil
 	sum, err = workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1,
+		GPU: onGPU(1 * giB), Workers: 1,
 		Next: queue(ts), Done: collect(&rs), Fault: faultOn(1),
 	})
 	require.NoError(t, err)
@@ -209,7 +209,7 @@ func TestStickyErrorRestartsTheWorker(t *testing.T) {
 	rs = nil
 	five := []*trace.Trace{tr, tr, tr, tr, tr}
 	sum, err = workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1, Policy: workers.Policy{RestartOnStickyError: true},
+		GPU: onGPU(1 * giB), Workers: 1, Policy: workers.Policy{RestartOnStickyError: true},
 		Next: queue(five), Done: collect(&rs), Fault: faultOn(2, 3, 4),
 	})
 	require.NoError(t, err)
@@ -224,7 +224,7 @@ func TestFaultPastTheLastEventDoesNotFire(t *testing.T) {
 	tr := simple("t", time.Millisecond, 1*miB)
 	var rs []workers.TaskResult
 	_, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr}), Done: collect(&rs),
+		GPU: onGPU(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr}), Done: collect(&rs),
 		Fault: func(int, workers.Task) *workers.Fault { return &workers.Fault{AtEvent: 1000} },
 	})
 	require.NoError(t, err)
@@ -235,7 +235,7 @@ func TestResetEveryStartsFreshProcesses(t *testing.T) {
 	tr := simple("t", time.Millisecond, 64*miB)
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU: sim.Options{Capacity: 2 * giB}, Workers: 1, Policy: workers.Policy{ResetEvery: 2},
+		GPU: gpu.Options{Capacity: 2 * giB}, Workers: 1, Policy: workers.Policy{ResetEvery: 2},
 		Next: queue([]*trace.Trace{tr, tr, tr, tr, tr}), Done: collect(&rs),
 	})
 	require.NoError(t, err)
@@ -245,7 +245,7 @@ func TestResetEveryStartsFreshProcesses(t *testing.T) {
 	}
 	assert.Equal(t, []int{1, 1, 2, 2, 3}, procs)
 	assert.Equal(t, 2, sum.Restarts)
-	assert.Equal(t, sim.DefaultContextOverhead+64*miB, sum.PeakDeviceUsed, "one process at a time: the old one exits first")
+	assert.Equal(t, gpu.DefaultContextOverhead+64*miB, sum.PeakDeviceUsed, "one process at a time: the old one exits first")
 	assert.Equal(t, 64*miB, sum.PeakReserved, "contexts excluded")
 }
 
@@ -255,7 +255,7 @@ func TestEmptyCacheBetweenTrialsReleasesTheCache(t *testing.T) {
 	run := func(p workers.Policy) []workers.TaskResult {
 		var rs []workers.TaskResult
 		_, err := workers.Run(workers.Options{
-			GPU: gpu(1 * giB), Workers: 1, Policy: p,
+			GPU: onGPU(1 * giB), Workers: 1, Policy: p,
 			Next: queue([]*trace.Trace{big, small}), Done: collect(&rs),
 		})
 		require.NoError(t, err)
@@ -285,7 +285,7 @@ func TestDoubleClearReleasesWhatWaitedOnAStream(t *testing.T) {
 	for _, p := range []workers.Policy{{EmptyCacheBetweenTrials: true}, {DoubleClear: true}} {
 		var rs []workers.TaskResult
 		_, err := workers.Run(workers.Options{
-			GPU: gpu(1 * giB), Workers: 1, Policy: p,
+			GPU: onGPU(1 * giB), Workers: 1, Policy: p,
 			Next: queue([]*trace.Trace{tr, small}), Done: collect(&rs),
 		})
 		require.NoError(t, err)
@@ -299,7 +299,7 @@ func TestExpandableSegmentsRunThroughTheMeter(t *testing.T) {
 	tr := simple("t", time.Millisecond, 30*miB, 50*miB)
 	var rs []workers.TaskResult
 	_, err = workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Alloc: &cfg, Workers: 1,
+		GPU: onGPU(1 * giB), Alloc: &cfg, Workers: 1,
 		Next: queue([]*trace.Trace{tr}), Done: collect(&rs),
 	})
 	require.NoError(t, err)
@@ -314,7 +314,7 @@ func TestContextThatDoesNotFitFailsTheTask(t *testing.T) {
 	tr := simple("t", 100*time.Millisecond, 400*miB) // allocates at 100 ms
 	var rs []workers.TaskResult
 	sum, err := workers.Run(workers.Options{
-		GPU:     sim.Options{Capacity: sim.DefaultContextOverhead + 600*miB},
+		GPU:     gpu.Options{Capacity: gpu.DefaultContextOverhead + 600*miB},
 		Workers: 2, Stagger: []time.Duration{0, 150 * time.Millisecond},
 		Next: queue([]*trace.Trace{tr}, []*trace.Trace{tr}), Done: collect(&rs),
 	})
@@ -332,7 +332,7 @@ func TestBadTraceNamesTaskAndEvent(t *testing.T) {
 	b.alloc(1 * miB)
 	b.add(trace.Event{Action: trace.ActionFreeRequested, Addr: 0xdead})
 	tr := b.done()
-	_, err := workers.Run(workers.Options{GPU: gpu(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr})})
+	_, err := workers.Run(workers.Options{GPU: onGPU(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr})})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "task 1 (bad): event 2: free of unknown address 0xdead")
 }
@@ -342,7 +342,7 @@ func TestDoneErrorStopsTheRun(t *testing.T) {
 	boom := errors.New("disk full")
 	n := 0
 	_, err := workers.Run(workers.Options{
-		GPU: gpu(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr, tr, tr}),
+		GPU: onGPU(1 * giB), Workers: 1, Next: queue([]*trace.Trace{tr, tr, tr}),
 		Done: func(workers.TaskResult) error { n++; return boom },
 	})
 	require.ErrorIs(t, err, boom)
@@ -352,12 +352,12 @@ func TestDoneErrorStopsTheRun(t *testing.T) {
 func TestBadOptions(t *testing.T) {
 	next := queue()
 	for _, o := range []workers.Options{
-		{GPU: gpu(giB), Workers: 0, Next: next},
-		{GPU: gpu(giB), Workers: 1},
-		{GPU: gpu(giB), Workers: 1, Next: next, Compute: workers.Compute{Share: 1.5}},
-		{GPU: gpu(giB), Workers: 1, Next: next, Policy: workers.Policy{OnOOM: "retry"}},
-		{GPU: gpu(giB), Workers: 1, Next: next, Stagger: []time.Duration{-1}},
-		{GPU: sim.Options{}, Workers: 1, Next: next},
+		{GPU: onGPU(giB), Workers: 0, Next: next},
+		{GPU: onGPU(giB), Workers: 1},
+		{GPU: onGPU(giB), Workers: 1, Next: next, Compute: workers.Compute{Share: 1.5}},
+		{GPU: onGPU(giB), Workers: 1, Next: next, Policy: workers.Policy{OnOOM: "retry"}},
+		{GPU: onGPU(giB), Workers: 1, Next: next, Stagger: []time.Duration{-1}},
+		{GPU: gpu.Options{}, Workers: 1, Next: next},
 	} {
 		_, err := workers.Run(o)
 		assert.Error(t, err, "%+v", o)

@@ -7,7 +7,7 @@
  *
  *   - Device memory is one arena of host address space reserved PROT_NONE
  *     at the first cuInit. Addresses inside it are handed out first fit,
- *     with the alignments of the simulator (sim/process.go, sim/vmm.go): a
+ *     with the alignments of the simulator (sim/gpu/process.go, sim/gpu/vmm.go): a
  *     cuMemAlloc_v2 of 2 MiB or more is 2 MiB aligned, smaller ones 512
  *     bytes; reservations are aligned to max(granularity, 2 MiB). So the
  *     same calls give the same offsets from the arena's base as sim gives

@@ -17,11 +17,11 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/internal/fakecuda"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const (
@@ -107,9 +107,9 @@ func recordWorkload(t *testing.T, conf string, capacity uint64, seed uint64, ste
 
 // sameCalls requires the call counts (calls and failures per kind) of a
 // replay on the GPU to be the simulator's.
-func sameCalls(t *testing.T, want, got sim.Counters) {
+func sameCalls(t *testing.T, want, got gpu.Counters) {
 	t.Helper()
-	for _, c := range sim.Calls() {
+	for _, c := range gpu.Calls() {
 		w, g := want.Get(c), got.Get(c)
 		require.Equal(t, w.Calls, g.Calls, "%s calls", c)
 		require.Equal(t, w.Failures, g.Failures, "%s failures", c)

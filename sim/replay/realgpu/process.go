@@ -9,7 +9,7 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/cuda"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -50,7 +50,7 @@ type Process struct {
 	events map[allocator.Event]*event
 	last   allocator.Event
 
-	tally map[sim.Call]sim.Counter
+	tally map[gpu.Call]gpu.Counter
 }
 
 // event is one recorded event: the trace's stream it stands for, the
@@ -75,7 +75,7 @@ func newProcess(dev *cuda.Device, name string, limit uint64) *Process {
 	return &Process{dev: dev, name: name, limit: limit, gran: g,
 		segs: map[uint64]uint64{}, pages: map[allocator.PageHandle]uint64{},
 		resv: map[uint64]uint64{}, mapped: map[uint64]uint64{},
-		events: map[allocator.Event]*event{}, tally: map[sim.Call]sim.Counter{}}
+		events: map[allocator.Event]*event{}, tally: map[gpu.Call]gpu.Counter{}}
 }
 
 // errClosed is a call after Close.
@@ -95,10 +95,10 @@ func (p *Process) Info() replay.ProcessInfo {
 
 // Counters returns the calls made so far with their measured time. It
 // stays readable after Close.
-func (p *Process) Counters() sim.Counters {
+func (p *Process) Counters() gpu.Counters {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	out := sim.Counters{ByCall: make(map[sim.Call]sim.Counter, len(p.tally))}
+	out := gpu.Counters{ByCall: make(map[gpu.Call]gpu.Counter, len(p.tally))}
 	for k, v := range p.tally {
 		out.ByCall[k] = v
 		out.Total.Calls += v.Calls
@@ -117,7 +117,7 @@ func (p *Process) Held() uint64 {
 }
 
 // count adds one call of kind c that took d (and failed when err is set).
-func (p *Process) count(c sim.Call, d time.Duration, err error) {
+func (p *Process) count(c gpu.Call, d time.Duration, err error) {
 	n := p.tally[c]
 	n.Calls++
 	n.Time += d
@@ -129,7 +129,7 @@ func (p *Process) count(c sim.Call, d time.Duration, err error) {
 
 // timed runs f, the driver call of a call of kind c, and counts it with
 // its wall time.
-func (p *Process) timed(c sim.Call, f func() error) error {
+func (p *Process) timed(c gpu.Call, f func() error) error {
 	start := time.Now()
 	err := f()
 	p.count(c, time.Since(start), err)
@@ -186,7 +186,7 @@ func (p *Process) Malloc(size uint64) (uint64, error) {
 		phys = size // no overflow in the rounding: it fails anyway
 	}
 	var a uint64
-	err := p.timed(sim.CallMalloc, func() (err error) {
+	err := p.timed(gpu.CallMalloc, func() (err error) {
 		if !p.fits(phys) {
 			return p.limited("cuMemAlloc_v2", size)
 		}
@@ -215,10 +215,10 @@ func (p *Process) Free(addr uint64) error {
 		return errClosed
 	}
 	a := devAddr(addr)
-	if err := p.timed(sim.CallFree, func() error { return p.dev.Free(a) }); err != nil {
+	if err := p.timed(gpu.CallFree, func() error { return p.dev.Free(a) }); err != nil {
 		return err
 	}
-	p.count(sim.CallDeviceSync, 0, nil)
+	p.count(gpu.CallDeviceSync, 0, nil)
 	for _, e := range p.events {
 		e.done = true
 	}
@@ -235,7 +235,7 @@ func (p *Process) MemGetInfo() (free, total uint64, err error) {
 	if p.closed {
 		return 0, 0, errClosed
 	}
-	err = p.timed(sim.CallMemGetInfo, func() (err error) {
+	err = p.timed(gpu.CallMemGetInfo, func() (err error) {
 		free, total, err = p.dev.MemGetInfo()
 		return err
 	})
@@ -258,7 +258,7 @@ func (p *Process) RecordEvent(s allocator.Stream) (allocator.Event, error) {
 		return 0, errClosed
 	}
 	var ev allocator.Event
-	err := p.timed(sim.CallEventRecord, func() (err error) {
+	err := p.timed(gpu.CallEventRecord, func() (err error) {
 		ev, err = p.dev.RecordEvent(0)
 		return err
 	})
@@ -287,15 +287,15 @@ func (p *Process) QueryEvent(id allocator.Event) (bool, error) {
 	e := p.events[id]
 	if e == nil {
 		err := unknownEvent("cuEventQuery", id)
-		p.count(sim.CallEventQuery, 0, err)
+		p.count(gpu.CallEventQuery, 0, err)
 		return false, err
 	}
 	if e.real == 0 {
 		// The driver said so before; only the clock was missing.
-		p.count(sim.CallEventQuery, 0, nil)
+		p.count(gpu.CallEventQuery, 0, nil)
 	} else {
 		var done bool
-		err := p.timed(sim.CallEventQuery, func() (err error) {
+		err := p.timed(gpu.CallEventQuery, func() (err error) {
 			done, err = p.dev.QueryEvent(e.real)
 			return err
 		})
@@ -324,10 +324,10 @@ func (p *Process) SynchronizeEvent(id allocator.Event) error {
 	e := p.events[id]
 	if e == nil {
 		err := unknownEvent("cuEventSynchronize", id)
-		p.count(sim.CallEventSync, 0, err)
+		p.count(gpu.CallEventSync, 0, err)
 		return err
 	}
-	err := p.timed(sim.CallEventSync, func() error {
+	err := p.timed(gpu.CallEventSync, func() error {
 		if e.real == 0 {
 			return nil
 		}
@@ -359,7 +359,7 @@ func (p *Process) SynchronizeStream(s allocator.Stream) error {
 	if p.closed {
 		return errClosed
 	}
-	if err := p.timed(sim.CallStreamSync, func() error { return p.dev.SynchronizeStream(0) }); err != nil {
+	if err := p.timed(gpu.CallStreamSync, func() error { return p.dev.SynchronizeStream(0) }); err != nil {
 		return err
 	}
 	p.complete(s, p.last)
@@ -402,7 +402,7 @@ func (p *Process) ReserveAddress(size uint64) (uint64, error) {
 		return 0, errClosed
 	}
 	var a uint64
-	err := p.timed(sim.CallAddressReserve, func() (err error) {
+	err := p.timed(gpu.CallAddressReserve, func() (err error) {
 		a, err = p.dev.ReserveAddress(size)
 		return err
 	})
@@ -426,7 +426,7 @@ func (p *Process) FreeAddress(addr, size uint64) error {
 		return errClosed
 	}
 	a := devAddr(addr)
-	if err := p.timed(sim.CallAddressFree, func() error { return p.dev.FreeAddress(a, size) }); err != nil {
+	if err := p.timed(gpu.CallAddressFree, func() error { return p.dev.FreeAddress(a, size) }); err != nil {
 		return err
 	}
 	delete(p.resv, a)
@@ -441,7 +441,7 @@ func (p *Process) CreatePage(size uint64) (allocator.PageHandle, error) {
 		return 0, errClosed
 	}
 	var h allocator.PageHandle
-	err := p.timed(sim.CallCreatePage, func() (err error) {
+	err := p.timed(gpu.CallCreatePage, func() (err error) {
 		if !p.fits(size) {
 			return p.limited("cuMemCreate", size)
 		}
@@ -464,7 +464,7 @@ func (p *Process) Map(addr uint64, h allocator.PageHandle) error {
 		return errClosed
 	}
 	a := devAddr(addr)
-	if err := p.timed(sim.CallMap, func() error { return p.dev.Map(a, h) }); err != nil {
+	if err := p.timed(gpu.CallMap, func() error { return p.dev.Map(a, h) }); err != nil {
 		return err
 	}
 	p.mapped[a] = p.pages[h]
@@ -479,7 +479,7 @@ func (p *Process) SetAccess(addr, size uint64) error {
 		return errClosed
 	}
 	a := devAddr(addr)
-	return p.timed(sim.CallSetAccess, func() error { return p.dev.SetAccess(a, size) })
+	return p.timed(gpu.CallSetAccess, func() error { return p.dev.SetAccess(a, size) })
 }
 
 // Unmap is cuMemUnmap.
@@ -490,7 +490,7 @@ func (p *Process) Unmap(addr, size uint64) error {
 		return errClosed
 	}
 	a := devAddr(addr)
-	if err := p.timed(sim.CallUnmap, func() error { return p.dev.Unmap(a, size) }); err != nil {
+	if err := p.timed(gpu.CallUnmap, func() error { return p.dev.Unmap(a, size) }); err != nil {
 		return err
 	}
 	if n, ok := p.mapped[a]; ok && n == size {
@@ -512,7 +512,7 @@ func (p *Process) Release(h allocator.PageHandle) error {
 	if p.closed {
 		return errClosed
 	}
-	if err := p.timed(sim.CallRelease, func() error { return p.dev.Release(h) }); err != nil {
+	if err := p.timed(gpu.CallRelease, func() error { return p.dev.Release(h) }); err != nil {
 		return err
 	}
 	p.held -= p.pages[h]

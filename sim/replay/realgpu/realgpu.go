@@ -57,7 +57,7 @@
 // follows; per_process_memory_fraction would not call cudaMalloc at all
 // and change the OOM message, so it is not used.
 //
-// Counters: every call the allocator makes is counted under its sim.Call
+// Counters: every call the allocator makes is counted under its gpu.Call
 // kind (cudaMalloc, cudaFree, cuMemCreate, cuMemMap, ...) with the wall
 // time measured around the driver call (time.Now before and after), and a
 // cudaFree also counts the device synchronisation inside it, with no time

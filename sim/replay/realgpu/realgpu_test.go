@@ -12,11 +12,11 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/allocator/cuda"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // Every real PyTorch trace replays with --check on the GPU backend (here on
@@ -70,8 +70,8 @@ func TestRealTracesCheckOnGPU(t *testing.T) {
 			var mallocs, frees uint64
 			for _, p := range b.Processes() {
 				c := p.Counters()
-				mallocs += c.Get(sim.CallMalloc).Calls
-				frees += c.Get(sim.CallFree).Calls
+				mallocs += c.Get(gpu.CallMalloc).Calls
+				frees += c.Get(gpu.CallFree).Calls
 			}
 			require.EqualValues(t, ctl.Count("cuMemAlloc_v2"), mallocs)
 			require.EqualValues(t, ctl.Count("cuMemFree_v2"), frees)
@@ -162,7 +162,7 @@ func TestRecordedWorkloadOnGPU(t *testing.T) {
 				// The limit refused cudaMallocs (or cuMemCreates) the
 				// driver never saw.
 				c := b.Processes()[0].Counters()
-				refused := c.Get(sim.CallMalloc).Failures + c.Get(sim.CallCreatePage).Failures
+				refused := c.Get(gpu.CallMalloc).Failures + c.Get(gpu.CallCreatePage).Failures
 				if cfg.PerProcessMemoryFraction == 1 {
 					// (With a fraction below the limit the allocator
 					// refuses first, without a device call.)
@@ -192,18 +192,18 @@ func TestCountersMeasureDriverCalls(t *testing.T) {
 			sameCalls(t, want.Devices[0].Counters, res.Devices[0].Counters)
 
 			c := b.Processes()[0].Counters() // restore included: none here
-			one := map[sim.Call]string{
-				sim.CallMalloc:         "cuMemAlloc_v2",
-				sim.CallFree:           "cuMemFree_v2",
-				sim.CallMemGetInfo:     "cuMemGetInfo_v2",
-				sim.CallEventRecord:    "cuEventRecord",
-				sim.CallAddressReserve: "cuMemAddressReserve",
-				sim.CallAddressFree:    "cuMemAddressFree",
-				sim.CallCreatePage:     "cuMemCreate",
-				sim.CallMap:            "cuMemMap",
-				sim.CallSetAccess:      "cuMemSetAccess",
-				sim.CallUnmap:          "cuMemUnmap",
-				sim.CallRelease:        "cuMemRelease",
+			one := map[gpu.Call]string{
+				gpu.CallMalloc:         "cuMemAlloc_v2",
+				gpu.CallFree:           "cuMemFree_v2",
+				gpu.CallMemGetInfo:     "cuMemGetInfo_v2",
+				gpu.CallEventRecord:    "cuEventRecord",
+				gpu.CallAddressReserve: "cuMemAddressReserve",
+				gpu.CallAddressFree:    "cuMemAddressFree",
+				gpu.CallCreatePage:     "cuMemCreate",
+				gpu.CallMap:            "cuMemMap",
+				gpu.CallSetAccess:      "cuMemSetAccess",
+				gpu.CallUnmap:          "cuMemUnmap",
+				gpu.CallRelease:        "cuMemRelease",
 			}
 			for call, fn := range one {
 				require.EqualValues(t, ctl.Count(fn), c.Get(call).Calls, "%s = %s", call, fn)
@@ -211,23 +211,23 @@ func TestCountersMeasureDriverCalls(t *testing.T) {
 			// A query (or wait) for an event the driver already reported
 			// complete is the replay's clock's alone; the clock's own
 			// synchronisations are not counted.
-			require.LessOrEqual(t, ctl.Count("cuEventQuery"), int64(c.Get(sim.CallEventQuery).Calls))
-			require.LessOrEqual(t, ctl.Count("cuEventSynchronize"), int64(c.Get(sim.CallEventSync).Calls))
-			require.GreaterOrEqual(t, ctl.Count("cuStreamSynchronize"), int64(c.Get(sim.CallStreamSync).Calls))
-			require.Equal(t, c.Get(sim.CallFree).Calls-c.Get(sim.CallFree).Failures, c.Get(sim.CallDeviceSync).Calls,
+			require.LessOrEqual(t, ctl.Count("cuEventQuery"), int64(c.Get(gpu.CallEventQuery).Calls))
+			require.LessOrEqual(t, ctl.Count("cuEventSynchronize"), int64(c.Get(gpu.CallEventSync).Calls))
+			require.GreaterOrEqual(t, ctl.Count("cuStreamSynchronize"), int64(c.Get(gpu.CallStreamSync).Calls))
+			require.Equal(t, c.Get(gpu.CallFree).Calls-c.Get(gpu.CallFree).Failures, c.Get(gpu.CallDeviceSync).Calls,
 				"every cudaFree synchronises the device")
-			require.Zero(t, c.Get(sim.CallDeviceSync).Time, "its time is the cudaFree's")
+			require.Zero(t, c.Get(gpu.CallDeviceSync).Time, "its time is the cudaFree's")
 
-			require.Positive(t, c.Get(sim.CallEventRecord).Calls)
+			require.Positive(t, c.Get(gpu.CallEventRecord).Calls)
 			if cfg.ExpandableSegments {
-				require.Positive(t, c.Get(sim.CallCreatePage).Time)
-				require.Positive(t, c.Get(sim.CallMap).Calls)
-				require.Positive(t, c.Get(sim.CallUnmap).Calls)
+				require.Positive(t, c.Get(gpu.CallCreatePage).Time)
+				require.Positive(t, c.Get(gpu.CallMap).Calls)
+				require.Positive(t, c.Get(gpu.CallUnmap).Calls)
 			} else {
-				require.Positive(t, c.Get(sim.CallMalloc).Calls)
-				require.Positive(t, c.Get(sim.CallMalloc).Time)
+				require.Positive(t, c.Get(gpu.CallMalloc).Calls)
+				require.Positive(t, c.Get(gpu.CallMalloc).Time)
 			}
-			var sum sim.Counter
+			var sum gpu.Counter
 			for _, v := range c.ByCall {
 				sum.Calls += v.Calls
 				sum.Time += v.Time
@@ -276,8 +276,8 @@ func TestEventsFollowTheTrace(t *testing.T) {
 	_, err = p.QueryEvent(e5)
 	require.Error(t, err, "a completed event is forgotten")
 	c := p.Counters()
-	require.EqualValues(t, 5, c.Get(sim.CallEventQuery).Calls)
-	require.EqualValues(t, 1, c.Get(sim.CallEventQuery).Failures)
+	require.EqualValues(t, 5, c.Get(gpu.CallEventQuery).Calls)
+	require.EqualValues(t, 1, c.Get(gpu.CallEventQuery).Failures)
 	require.EqualValues(t, 2, ctl.Count("cuEventQuery"), "the driver was asked once per event")
 
 	// The clock's completion of an event the driver has not finished
@@ -292,7 +292,7 @@ func TestEventsFollowTheTrace(t *testing.T) {
 	done, err = p.QueryEvent(e9)
 	require.NoError(t, err)
 	require.True(t, done)
-	require.Zero(t, p.Counters().Get(sim.CallStreamSync).Calls-1)
+	require.Zero(t, p.Counters().Get(gpu.CallStreamSync).Calls-1)
 
 	// cudaFree synchronises the device: every event completes.
 	a, err := p.Malloc(3 * mib)
@@ -356,9 +356,9 @@ func TestCapacityLimit(t *testing.T) {
 	require.NoError(t, p.Free(y))
 	require.Zero(t, p.Held())
 	c := p.Counters()
-	require.EqualValues(t, 4, c.Get(sim.CallMalloc).Calls)
-	require.EqualValues(t, 2, c.Get(sim.CallMalloc).Failures)
-	require.EqualValues(t, 2, c.Get(sim.CallDeviceSync).Calls)
+	require.EqualValues(t, 4, c.Get(gpu.CallMalloc).Calls)
+	require.EqualValues(t, 2, c.Get(gpu.CallMalloc).Failures)
+	require.EqualValues(t, 2, c.Get(gpu.CallDeviceSync).Calls)
 	info := p.Info()
 	require.Equal(t, "option", info.CapacitySource)
 	require.EqualValues(t, 100*mib, info.Capacity)

@@ -11,9 +11,9 @@ import (
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
-	"github.com/memreplay/memreplay/profiler/trace"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const mib = 1 << 20
@@ -33,9 +33,9 @@ func RecordWorkload(t testing.TB, conf string, capacity, seed uint64, steps int,
 	}
 	cfg, err := config.Parse(conf)
 	require.NoError(t, err)
-	gpu, err := sim.NewGPU(sim.Options{Capacity: capacity, NoContextOverhead: true})
+	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
 	require.NoError(t, err)
-	proc, err := gpu.NewProcess()
+	proc, err := card.NewProcess()
 	require.NoError(t, err)
 	a, err := allocator.New(proc, cfg, allocator.WithInvariantChecks())
 	require.NoError(t, err)
@@ -99,9 +99,9 @@ func RecordTwoDevices(t testing.TB) (*trace.Trace, [2]allocator.Stats) {
 	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings()}, Stacks: trace.NewStacks()}
 	var allocs [2]*allocator.Allocator
 	for d := range allocs {
-		gpu, err := sim.NewGPU(sim.Options{Capacity: gib, NoContextOverhead: true})
+		card, err := gpu.New(gpu.Options{Capacity: gib, NoContextOverhead: true})
 		require.NoError(t, err)
-		proc, err := gpu.NewProcess()
+		proc, err := card.NewProcess()
 		require.NoError(t, err)
 		allocs[d], err = allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package sim
+package gpu
 
 import "github.com/memreplay/memreplay/allocator"
 

@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // TestVMMExpandableSegmentLifecycle walks the calls PyTorch's expandable
@@ -72,7 +72,7 @@ func TestVMMExpandableSegmentLifecycle(t *testing.T) {
 }
 
 func TestVMMReservationsShareTheAddressAllocator(t *testing.T) {
-	g := newGPU(t, giB, func(o *sim.Options) { o.AddressBase = 0x200000000 })
+	g := newGPU(t, giB, func(o *gpu.Options) { o.AddressBase = 0x200000000 })
 	p := newProcess(t, g)
 	seg, err := p.Malloc(1000)
 	require.NoError(t, err)
@@ -90,7 +90,7 @@ func TestVMMReservationsShareTheAddressAllocator(t *testing.T) {
 
 	// With a finer granularity, reservations are still 2 MiB-aligned, as the
 	// driver's are, while pages and mappings follow the granularity.
-	fine := newGPU(t, giB, func(o *sim.Options) { o.Granularity = 64 * kiB; o.AddressBase = 0x200000000 })
+	fine := newGPU(t, giB, func(o *gpu.Options) { o.Granularity = 64 * kiB; o.AddressBase = 0x200000000 })
 	f := newProcess(t, fine)
 	_, err = f.Malloc(1000)
 	require.NoError(t, err)
@@ -187,11 +187,11 @@ func TestVMMMisuse(t *testing.T) {
 	assert.Equal(t, uint64(0), g.Used())
 
 	// Misuse shows in the failure counts.
-	assert.Equal(t, uint64(7), p.Counters().Get(sim.CallMap).Failures)
+	assert.Equal(t, uint64(7), p.Counters().Get(gpu.CallMap).Failures)
 }
 
 func TestVMMReserveBeyondAddressSpace(t *testing.T) {
-	g := newGPU(t, giB, func(o *sim.Options) { o.AddressSpace = 64 * miB })
+	g := newGPU(t, giB, func(o *gpu.Options) { o.AddressSpace = 64 * miB })
 	p := newProcess(t, g)
 	_, err := p.ReserveAddress(128 * miB)
 	requireOOM(t, err, "cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY")

@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"errors"
@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // TestConcurrentProcesses runs several processes at once on one GPU, each
@@ -21,7 +21,7 @@ import (
 func TestConcurrentProcesses(t *testing.T) {
 	const workers = 8
 	g := newGPU(t, 64*miB)
-	procs := make([]*sim.Process, workers)
+	procs := make([]*gpu.Process, workers)
 	for i := range procs {
 		procs[i] = newProcess(t, g)
 	}
@@ -59,14 +59,14 @@ func TestConcurrentProcesses(t *testing.T) {
 	}
 	assert.Equal(t, uint64(0), g.Used(), "every worker freed everything")
 	assert.Empty(t, g.Processes())
-	assert.Equal(t, uint64(workers*302), g.Counters().Get(sim.CallMalloc).Calls)
-	assert.Equal(t, uint64(total), g.Counters().Get(sim.CallMalloc).Failures)
+	assert.Equal(t, uint64(workers*302), g.Counters().Get(gpu.CallMalloc).Calls)
+	assert.Equal(t, uint64(total), g.Counters().Get(gpu.CallMalloc).Failures)
 }
 
 // share holds 6 MiB until every worker does, then checks that 20 MiB no
 // longer fits (8 x 6 MiB of 64 MiB are held), and lets go once every worker
 // has checked.
-func share(p *sim.Process, holding, probed *sync.WaitGroup) error {
+func share(p *gpu.Process, holding, probed *sync.WaitGroup) error {
 	ballast, err := p.Malloc(6 * miB)
 	holding.Done()
 	if err != nil {
@@ -85,7 +85,7 @@ func share(p *sim.Process, holding, probed *sync.WaitGroup) error {
 
 // churn allocates and frees in a pattern of its own, keeping at most four
 // segments, and counts the out-of-memory failures it sees.
-func churn(p *sim.Process, seed int, ooms *int) error {
+func churn(p *gpu.Process, seed int, ooms *int) error {
 	var live []uint64
 	for i := range 300 {
 		size := uint64((seed+i)%4+1) * 2 * miB

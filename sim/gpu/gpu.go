@@ -1,4 +1,4 @@
-package sim
+package gpu
 
 import (
 	"errors"
@@ -90,8 +90,8 @@ type GPU struct {
 	all  []*Process // every process ever made, for Counters
 }
 
-// NewGPU checks opts and returns an empty device.
-func NewGPU(opts Options) (*GPU, error) {
+// New checks opts and returns an empty device.
+func New(opts Options) (*GPU, error) {
 	g := &GPU{
 		name:        opts.Name,
 		capacity:    opts.Capacity,

@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 const (
@@ -19,18 +19,18 @@ const (
 
 // newGPU returns a GPU with no context overhead, so tests reason in round
 // numbers, after applying edit to the options.
-func newGPU(t *testing.T, capacity uint64, edit ...func(*sim.Options)) *sim.GPU {
+func newGPU(t *testing.T, capacity uint64, edit ...func(*gpu.Options)) *gpu.GPU {
 	t.Helper()
-	opts := sim.Options{Capacity: capacity, NoContextOverhead: true}
+	opts := gpu.Options{Capacity: capacity, NoContextOverhead: true}
 	for _, e := range edit {
 		e(&opts)
 	}
-	g, err := sim.NewGPU(opts)
+	g, err := gpu.New(opts)
 	require.NoError(t, err)
 	return g
 }
 
-func newProcess(t *testing.T, g *sim.GPU) *sim.Process {
+func newProcess(t *testing.T, g *gpu.GPU) *gpu.Process {
 	t.Helper()
 	p, err := g.NewProcess()
 	require.NoError(t, err)
@@ -63,28 +63,28 @@ func requireOOM(t *testing.T, err error, call, name string) {
 }
 
 func TestNewGPUDefaults(t *testing.T) {
-	g, err := sim.NewGPU(sim.Options{Capacity: 24 * giB})
+	g, err := gpu.New(gpu.Options{Capacity: 24 * giB})
 	require.NoError(t, err)
 	assert.Equal(t, 24*giB, g.Capacity())
-	assert.Equal(t, sim.DefaultGranularity, g.Granularity())
+	assert.Equal(t, gpu.DefaultGranularity, g.Granularity())
 	assert.Equal(t, uint64(2*miB), g.Granularity())
-	assert.Equal(t, sim.DefaultContextOverhead, g.ContextOverhead())
-	assert.Equal(t, sim.DefaultCosts(), g.Costs())
+	assert.Equal(t, gpu.DefaultContextOverhead, g.ContextOverhead())
+	assert.Equal(t, gpu.DefaultCosts(), g.Costs())
 	assert.NotEmpty(t, g.Name())
 
 	p := newProcess(t, g)
-	assert.Equal(t, sim.DefaultAddressBase, p.AddressBase())
+	assert.Equal(t, gpu.DefaultAddressBase, p.AddressBase())
 	addr, err := p.Malloc(20 * miB)
 	require.NoError(t, err)
 	assert.Equal(t, uint64(0x7f0000000000), addr)
 }
 
 func TestNewGPUInvalidOptions(t *testing.T) {
-	for name, opts := range map[string]sim.Options{
+	for name, opts := range map[string]gpu.Options{
 		"no capacity":              {},
 		"granularity not pow2":     {Capacity: giB, Granularity: 3 * miB},
 		"both context options":     {Capacity: giB, ContextOverhead: miB, NoContextOverhead: true},
-		"negative cost":            {Capacity: giB, Costs: sim.CostModel{Malloc: -1}},
+		"negative cost":            {Capacity: giB, Costs: gpu.CostModel{Malloc: -1}},
 		"base not aligned":         {Capacity: giB, AddressBase: 0x7f0000001000},
 		"base below granularity":   {Capacity: giB, Granularity: 64 * miB, AddressBase: 0x7f0002000000},
 		"address space unaligned":  {Capacity: giB, AddressSpace: 3 * kiB},
@@ -92,7 +92,7 @@ func TestNewGPUInvalidOptions(t *testing.T) {
 		"address base beyond 2^62": {Capacity: giB, AddressBase: 1 << 63},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := sim.NewGPU(opts)
+			_, err := gpu.New(opts)
 			assert.Error(t, err)
 		})
 	}
@@ -123,7 +123,7 @@ func TestCapacitySharedAcrossProcesses(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotEqual(t, segA, segB, "processes have separate address windows")
 	assert.Equal(t, 60*miB, b.Used())
-	assert.Equal(t, []*sim.Process{b}, g.Processes())
+	assert.Equal(t, []*gpu.Process{b}, g.Processes())
 
 	// Freeing gives the memory back too.
 	require.NoError(t, b.Free(segB))
@@ -131,7 +131,7 @@ func TestCapacitySharedAcrossProcesses(t *testing.T) {
 }
 
 func TestContextOverheadCharged(t *testing.T) {
-	g, err := sim.NewGPU(sim.Options{Capacity: 2*giB + 100*miB, ContextOverhead: giB})
+	g, err := gpu.New(gpu.Options{Capacity: 2*giB + 100*miB, ContextOverhead: giB})
 	require.NoError(t, err)
 	a := newProcess(t, g)
 	assert.Equal(t, giB, a.Used())
@@ -162,7 +162,7 @@ func TestContextOverheadCharged(t *testing.T) {
 	require.NoError(t, err)
 
 	// The default is a realistic, non-zero figure.
-	d, err := sim.NewGPU(sim.Options{Capacity: 24 * giB})
+	d, err := gpu.New(gpu.Options{Capacity: 24 * giB})
 	require.NoError(t, err)
 	p := newProcess(t, d)
 	assert.Equal(t, 500*miB, p.Used())
@@ -185,7 +185,7 @@ func TestMallocRoundsPhysicalUseToGranularity(t *testing.T) {
 	}
 
 	// A coarser granularity rounds further.
-	g2 := newGPU(t, giB, func(o *sim.Options) { o.Granularity = 32 * miB })
+	g2 := newGPU(t, giB, func(o *gpu.Options) { o.Granularity = 32 * miB })
 	p2 := newProcess(t, g2)
 	_, err := p2.Malloc(20 * miB)
 	require.NoError(t, err)
@@ -194,7 +194,7 @@ func TestMallocRoundsPhysicalUseToGranularity(t *testing.T) {
 
 func TestMallocAddressesDeterministicAndReused(t *testing.T) {
 	run := func() []uint64 {
-		g := newGPU(t, 4*giB, func(o *sim.Options) { o.AddressBase = 0x100000000 })
+		g := newGPU(t, 4*giB, func(o *gpu.Options) { o.AddressBase = 0x100000000 })
 		p := newProcess(t, g)
 		var got []uint64
 		m := func(size uint64) uint64 {
@@ -231,8 +231,8 @@ func TestMallocAddressesDeterministicAndReused(t *testing.T) {
 func TestProcessAddressWindows(t *testing.T) {
 	g := newGPU(t, giB)
 	a, b := newProcess(t, g), newProcess(t, g)
-	assert.Equal(t, sim.DefaultAddressBase, a.AddressBase())
-	assert.Equal(t, sim.DefaultAddressBase+sim.DefaultAddressSpace, b.AddressBase())
+	assert.Equal(t, gpu.DefaultAddressBase, a.AddressBase())
+	assert.Equal(t, gpu.DefaultAddressBase+gpu.DefaultAddressSpace, b.AddressBase())
 
 	addrA, err := a.Malloc(2 * miB)
 	require.NoError(t, err)
@@ -277,7 +277,7 @@ func TestMallocAndFreeMisuse(t *testing.T) {
 }
 
 func TestCloseReleasesEverything(t *testing.T) {
-	g, err := sim.NewGPU(sim.Options{Capacity: giB, ContextOverhead: 100 * miB})
+	g, err := gpu.New(gpu.Options{Capacity: giB, ContextOverhead: 100 * miB})
 	require.NoError(t, err)
 	p := newProcess(t, g)
 	_, err = p.Malloc(10 * miB)
@@ -301,26 +301,26 @@ func TestCloseReleasesEverything(t *testing.T) {
 
 	// Every call now fails, and says why.
 	_, err = p.Malloc(2 * miB)
-	assert.ErrorIs(t, err, sim.ErrClosed)
-	assert.ErrorIs(t, p.Free(va), sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
+	assert.ErrorIs(t, p.Free(va), gpu.ErrClosed)
 	_, _, err = p.MemGetInfo()
-	assert.ErrorIs(t, err, sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
 	_, err = p.ReserveAddress(2 * miB)
-	assert.ErrorIs(t, err, sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
 	_, err = p.CreatePage(2 * miB)
-	assert.ErrorIs(t, err, sim.ErrClosed)
-	assert.ErrorIs(t, p.Map(va, h), sim.ErrClosed)
-	assert.ErrorIs(t, p.SetAccess(va, 2*miB), sim.ErrClosed)
-	assert.ErrorIs(t, p.Unmap(va, 2*miB), sim.ErrClosed)
-	assert.ErrorIs(t, p.Release(h), sim.ErrClosed)
-	assert.ErrorIs(t, p.FreeAddress(va, 40*miB), sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
+	assert.ErrorIs(t, p.Map(va, h), gpu.ErrClosed)
+	assert.ErrorIs(t, p.SetAccess(va, 2*miB), gpu.ErrClosed)
+	assert.ErrorIs(t, p.Unmap(va, 2*miB), gpu.ErrClosed)
+	assert.ErrorIs(t, p.Release(h), gpu.ErrClosed)
+	assert.ErrorIs(t, p.FreeAddress(va, 40*miB), gpu.ErrClosed)
 	_, err = p.RecordEvent(0)
-	assert.ErrorIs(t, err, sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
 	_, err = p.QueryEvent(1)
-	assert.ErrorIs(t, err, sim.ErrClosed)
-	assert.ErrorIs(t, p.SynchronizeEvent(1), sim.ErrClosed)
-	assert.ErrorIs(t, p.SynchronizeStream(0), sim.ErrClosed)
-	assert.ErrorIs(t, p.Close(), sim.ErrClosed)
+	assert.ErrorIs(t, err, gpu.ErrClosed)
+	assert.ErrorIs(t, p.SynchronizeEvent(1), gpu.ErrClosed)
+	assert.ErrorIs(t, p.SynchronizeStream(0), gpu.ErrClosed)
+	assert.ErrorIs(t, p.Close(), gpu.ErrClosed)
 	// The test controls stay harmless.
 	p.CompleteAllEvents()
 	p.CompleteEvents(1)

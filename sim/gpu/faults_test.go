@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 func TestFailMallocNth(t *testing.T) {
@@ -25,7 +25,7 @@ func TestFailMallocNth(t *testing.T) {
 	}
 	assert.Equal(t, []bool{true, true, false, true, true}, results, "only the third call fails, once")
 	assert.Equal(t, 4*2*miB, p.Used(), "the failed call held nothing")
-	c := p.Counters().Get(sim.CallMalloc)
+	c := p.Counters().Get(gpu.CallMalloc)
 	assert.Equal(t, uint64(5), c.Calls)
 	assert.Equal(t, uint64(1), c.Failures)
 
@@ -102,12 +102,12 @@ func TestFailWith(t *testing.T) {
 
 	// A given error is returned as is, and the call has no effect.
 	boom := errors.New("boom")
-	require.NoError(t, p.FailWith(sim.CallMap, 1, boom))
+	require.NoError(t, p.FailWith(gpu.CallMap, 1, boom))
 	assert.Same(t, boom, p.Map(base, h))
 	require.NoError(t, p.Map(base, h), "the failed Map mapped nothing")
 
 	// nil means a generic device error for calls that do not allocate...
-	require.NoError(t, p.FailWith(sim.CallUnmap, 2, nil))
+	require.NoError(t, p.FailWith(gpu.CallUnmap, 2, nil))
 	require.NoError(t, p.SetAccess(base, 20*miB))
 	require.NoError(t, p.Unmap(base, 20*miB))
 	require.NoError(t, p.Map(base, h))
@@ -120,9 +120,9 @@ func TestFailWith(t *testing.T) {
 	requireOOM(t, err, "cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY")
 
 	// Bad arguments are reported, not ignored.
-	assert.Error(t, p.FailWith(sim.CallMalloc, 0, nil))
+	assert.Error(t, p.FailWith(gpu.CallMalloc, 0, nil))
 	assert.Error(t, p.FailWith("cudaLaunchKernel", 1, nil))
-	assert.Error(t, p.FailWith(sim.CallDeviceSync, 1, nil))
+	assert.Error(t, p.FailWith(gpu.CallDeviceSync, 1, nil))
 	assert.Panics(t, func() { p.FailMalloc(0) })
 }
 
@@ -130,7 +130,7 @@ func TestFailWithFatalErrorCorruptsContext(t *testing.T) {
 	g := newGPU(t, giB)
 	p := newProcess(t, g)
 	fatal := &allocator.DeviceError{Call: "cudaMalloc", Code: 700, Name: "cudaErrorIllegalAddress", Sticky: true}
-	require.NoError(t, p.FailWith(sim.CallMalloc, 2, fatal))
+	require.NoError(t, p.FailWith(gpu.CallMalloc, 2, fatal))
 	_, err := p.Malloc(2 * miB)
 	require.NoError(t, err)
 	_, err = p.Malloc(2 * miB)

@@ -20,7 +20,7 @@ const testdataSnapshot = "testdata/pytorch_cs336_silmont2000_mem_snapshot.pickle
 
 // sharedPyTorchDir holds the real snapshots (../shared/traces/pytorch from
 // the repository root); tests that need them skip without it.
-var sharedPyTorchDir = filepath.Join("..", "..", "..", "shared", "traces", "pytorch")
+var sharedPyTorchDir = filepath.Join("..", "..", "shared", "traces", "pytorch")
 
 func needSharedPyTorch(t testing.TB) {
 	t.Helper()

@@ -1,4 +1,4 @@
-// Package sim is a simulated GPU: enough of the CUDA runtime and driver for
+// Package gpu is a simulated GPU: enough of the CUDA runtime and driver for
 // the caching allocator to run, decide and fail exactly as it would on
 // hardware, on a machine with no GPU at all.
 //
@@ -87,7 +87,7 @@
 // whole argument for a caching allocator. The latencies are fixed per call;
 // the time a synchronisation waits for queued kernels depends on a workload
 // the simulator does not have, so it is not modelled.
-package sim
+package gpu
 
 import "github.com/memreplay/memreplay/allocator"
 

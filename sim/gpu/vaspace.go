@@ -1,4 +1,4 @@
-package sim
+package gpu
 
 // vaSpace hands out one process's virtual addresses, first fit by address.
 //

@@ -178,7 +178,7 @@ func BenchmarkNativeRead(b *testing.B) {
 // per file, the native size against the pickle's, bytes per event and the
 // native decode rate (open included: these traces are small).
 func BenchmarkNativeVsPickle(b *testing.B) {
-	files, _ := filepath.Glob(filepath.Join("..", "..", "..", "shared", "traces", "pytorch", "*.pickle"))
+	files, _ := filepath.Glob(filepath.Join("..", "..", "shared", "traces", "pytorch", "*.pickle"))
 	if len(files) == 0 {
 		b.Skip("no ../shared/traces/pytorch/*.pickle")
 	}

@@ -172,7 +172,7 @@ func ptRoundTrip(t *testing.T, tr *Trace) ([]byte, *Trace) {
 // hold copies of shared snapshots) is listed once.
 func ptSnapshotFiles(t *testing.T) []string {
 	all := []string{testdataSnapshot}
-	local, err := filepath.Glob(filepath.Join("..", "..", "traces", "pytorch", "*.pickle"))
+	local, err := filepath.Glob(filepath.Join("..", "traces", "pytorch", "*.pickle"))
 	require.NoError(t, err)
 	require.NotEmpty(t, local, "traces/pytorch holds sample snapshots")
 	all = append(all, local...)

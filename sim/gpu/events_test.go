@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"testing"
@@ -7,17 +7,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
-func record(t *testing.T, p *sim.Process, s allocator.Stream) allocator.Event {
+func record(t *testing.T, p *gpu.Process, s allocator.Stream) allocator.Event {
 	t.Helper()
 	e, err := p.RecordEvent(s)
 	require.NoError(t, err)
 	return e
 }
 
-func query(t *testing.T, p *sim.Process, e allocator.Event) bool {
+func query(t *testing.T, p *gpu.Process, e allocator.Event) bool {
 	t.Helper()
 	done, err := p.QueryEvent(e)
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestUnknownEvents(t *testing.T) {
 }
 
 func TestEventsCompleteImmediately(t *testing.T) {
-	g := newGPU(t, giB, func(o *sim.Options) { o.EventsCompleteImmediately = true })
+	g := newGPU(t, giB, func(o *gpu.Options) { o.EventsCompleteImmediately = true })
 	p := newProcess(t, g)
 	e := record(t, p, 7)
 	assert.Equal(t, 0, p.PendingEvents())

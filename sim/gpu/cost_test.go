@@ -1,4 +1,4 @@
-package sim_test
+package gpu_test
 
 import (
 	"testing"
@@ -7,13 +7,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/sim"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // binaryCosts gives every kind a distinct power of two nanoseconds, so any
 // miscount shows in the total.
-func binaryCosts() sim.CostModel {
-	return sim.CostModel{
+func binaryCosts() gpu.CostModel {
+	return gpu.CostModel{
 		Malloc: 1, Free: 2, DeviceSync: 4, MemGetInfo: 8,
 		EventRecord: 16, EventQuery: 32, EventSync: 64, StreamSync: 128,
 		AddressReserve: 256, AddressFree: 512, CreatePage: 1024, Map: 2048,
@@ -23,7 +23,7 @@ func binaryCosts() sim.CostModel {
 
 func TestCostCountersForAKnownSequence(t *testing.T) {
 	costs := binaryCosts()
-	g := newGPU(t, 100*miB, func(o *sim.Options) { o.Costs = costs })
+	g := newGPU(t, 100*miB, func(o *gpu.Options) { o.Costs = costs })
 	p := newProcess(t, g)
 
 	seg, err := p.Malloc(20 * miB)
@@ -49,20 +49,20 @@ func TestCostCountersForAKnownSequence(t *testing.T) {
 	require.NoError(t, p.FreeAddress(va, 20*miB))
 
 	c := p.Counters()
-	assert.Equal(t, sim.Counter{Calls: 2, Failures: 1, Time: 2}, c.Get(sim.CallMalloc))
-	assert.Equal(t, sim.Counter{Calls: 2, Failures: 1, Time: 4}, c.Get(sim.CallFree))
-	assert.Equal(t, sim.Counter{Calls: 1, Time: 4}, c.Get(sim.CallDeviceSync))
+	assert.Equal(t, gpu.Counter{Calls: 2, Failures: 1, Time: 2}, c.Get(gpu.CallMalloc))
+	assert.Equal(t, gpu.Counter{Calls: 2, Failures: 1, Time: 4}, c.Get(gpu.CallFree))
+	assert.Equal(t, gpu.Counter{Calls: 1, Time: 4}, c.Get(gpu.CallDeviceSync))
 	var want time.Duration
-	for _, call := range sim.Calls() {
+	for _, call := range gpu.Calls() {
 		switch call {
-		case sim.CallMalloc, sim.CallFree:
+		case gpu.CallMalloc, gpu.CallFree:
 			want += 2 * costs.Of(call)
 		default:
 			want += costs.Of(call)
-			assert.Equal(t, sim.Counter{Calls: 1, Time: costs.Of(call)}, c.Get(call), call)
+			assert.Equal(t, gpu.Counter{Calls: 1, Time: costs.Of(call)}, c.Get(call), call)
 		}
 	}
-	assert.Equal(t, sim.Counter{Calls: 17, Failures: 2, Time: want}, c.Total)
+	assert.Equal(t, gpu.Counter{Calls: 17, Failures: 2, Time: want}, c.Total)
 	assert.Equal(t, time.Duration(1+2+4+8+16+32+64+128+256+512+1024+2048+4096+8192+16384)+1+2, want)
 
 	// The GPU's tally sums its processes, closed ones included.
@@ -73,13 +73,13 @@ func TestCostCountersForAKnownSequence(t *testing.T) {
 	_, err = p.Malloc(2 * miB) // a closed process makes no calls
 	require.Error(t, err)
 	gc := g.Counters()
-	assert.Equal(t, sim.Counter{Calls: 3, Failures: 1, Time: 3}, gc.Get(sim.CallMalloc))
+	assert.Equal(t, gpu.Counter{Calls: 3, Failures: 1, Time: 3}, gc.Get(gpu.CallMalloc))
 	assert.Equal(t, want+1, gc.Total.Time)
 	assert.Equal(t, uint64(18), gc.Total.Calls)
 }
 
 func TestCostCountersChargeFaultsAndStickyCalls(t *testing.T) {
-	g := newGPU(t, giB, func(o *sim.Options) { o.Costs = binaryCosts() })
+	g := newGPU(t, giB, func(o *gpu.Options) { o.Costs = binaryCosts() })
 	p := newProcess(t, g)
 	p.FailMalloc(1)
 	_, err := p.Malloc(2 * miB)
@@ -87,19 +87,19 @@ func TestCostCountersChargeFaultsAndStickyCalls(t *testing.T) {
 	p.InjectStickyError("")
 	_, err = p.Malloc(2 * miB)
 	require.Error(t, err)
-	assert.Equal(t, sim.Counter{Calls: 2, Failures: 2, Time: 2}, p.Counters().Get(sim.CallMalloc))
+	assert.Equal(t, gpu.Counter{Calls: 2, Failures: 2, Time: 2}, p.Counters().Get(gpu.CallMalloc))
 }
 
 // TestDefaultCostsMatchPriorArt pins the published figures and the sums
 // reports rely on.
 func TestDefaultCostsMatchPriorArt(t *testing.T) {
-	c := sim.DefaultCosts()
+	c := gpu.DefaultCosts()
 	assert.Equal(t, 193*time.Microsecond, c.CreatePage)
 	assert.Equal(t, 1450*time.Nanosecond, c.Map)
 	assert.Equal(t, 36*time.Microsecond, c.SetAccess)
 	assert.Equal(t, 25600*time.Nanosecond, c.Unmap)
 	assert.Equal(t, 19*time.Microsecond, c.AddressReserve)
-	for _, call := range sim.Calls() {
+	for _, call := range gpu.Calls() {
 		assert.Positive(t, c.Of(call), call)
 	}
 
@@ -124,19 +124,19 @@ func TestDefaultCostsMatchPriorArt(t *testing.T) {
 }
 
 func TestCountersAdd(t *testing.T) {
-	var sum sim.Counters
-	a := sim.Counters{ByCall: map[sim.Call]sim.Counter{sim.CallMalloc: {Calls: 1, Time: 5}}, Total: sim.Counter{Calls: 1, Time: 5}}
-	b := sim.Counters{ByCall: map[sim.Call]sim.Counter{sim.CallMalloc: {Calls: 2, Failures: 1, Time: 7}, sim.CallFree: {Calls: 1, Time: 1}}, Total: sim.Counter{Calls: 3, Failures: 1, Time: 8}}
+	var sum gpu.Counters
+	a := gpu.Counters{ByCall: map[gpu.Call]gpu.Counter{gpu.CallMalloc: {Calls: 1, Time: 5}}, Total: gpu.Counter{Calls: 1, Time: 5}}
+	b := gpu.Counters{ByCall: map[gpu.Call]gpu.Counter{gpu.CallMalloc: {Calls: 2, Failures: 1, Time: 7}, gpu.CallFree: {Calls: 1, Time: 1}}, Total: gpu.Counter{Calls: 3, Failures: 1, Time: 8}}
 	sum.Add(a)
 	sum.Add(b)
-	assert.Equal(t, sim.Counter{Calls: 3, Failures: 1, Time: 12}, sum.Get(sim.CallMalloc))
-	assert.Equal(t, sim.Counter{Calls: 1, Time: 1}, sum.Get(sim.CallFree))
-	assert.Equal(t, sim.Counter{Calls: 4, Failures: 1, Time: 13}, sum.Total)
-	assert.Equal(t, sim.Counter{Calls: 1, Time: 5}, a.Get(sim.CallMalloc), "Add does not touch its argument")
+	assert.Equal(t, gpu.Counter{Calls: 3, Failures: 1, Time: 12}, sum.Get(gpu.CallMalloc))
+	assert.Equal(t, gpu.Counter{Calls: 1, Time: 1}, sum.Get(gpu.CallFree))
+	assert.Equal(t, gpu.Counter{Calls: 4, Failures: 1, Time: 13}, sum.Total)
+	assert.Equal(t, gpu.Counter{Calls: 1, Time: 5}, a.Get(gpu.CallMalloc), "Add does not touch its argument")
 }
 
 func TestCountersSub(t *testing.T) {
-	g, err := sim.NewGPU(sim.Options{Capacity: 1 << 30, NoContextOverhead: true})
+	g, err := gpu.New(gpu.Options{Capacity: 1 << 30, NoContextOverhead: true})
 	require.NoError(t, err)
 	p, err := g.NewProcess()
 	require.NoError(t, err)
@@ -148,8 +148,8 @@ func TestCountersSub(t *testing.T) {
 	require.NoError(t, p.Free(a))
 	since := p.Counters()
 	since.Sub(before)
-	require.EqualValues(t, 1, since.Get(sim.CallMalloc).Calls)
-	require.EqualValues(t, 1, since.Get(sim.CallFree).Calls)
-	require.Equal(t, g.Costs().Of(sim.CallMalloc), since.Get(sim.CallMalloc).Time)
-	require.Equal(t, since.Get(sim.CallMalloc).Time+since.Get(sim.CallFree).Time+since.Get(sim.CallDeviceSync).Time, since.Total.Time)
+	require.EqualValues(t, 1, since.Get(gpu.CallMalloc).Calls)
+	require.EqualValues(t, 1, since.Get(gpu.CallFree).Calls)
+	require.Equal(t, g.Costs().Of(gpu.CallMalloc), since.Get(gpu.CallMalloc).Time)
+	require.Equal(t, since.Get(gpu.CallMalloc).Time+since.Get(gpu.CallFree).Time+since.Get(gpu.CallDeviceSync).Time, since.Total.Time)
 }
