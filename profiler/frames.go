@@ -110,11 +110,12 @@ func SiteLabel(frames []trace.Frame) string {
 }
 
 // ShortFrame renders a frame for narrow tables: a C++ name without its
-// parameter list, and the file's base name.
+// parameter list, and the file's base name (after the last / or \: a
+// trace recorded on Windows names its files with backslashes).
 func ShortFrame(f trace.Frame) string {
 	g := f
 	g.Name = shortName(f.Name)
-	if i := strings.LastIndexByte(g.Filename, '/'); i >= 0 {
+	if i := strings.LastIndexAny(g.Filename, `/\`); i >= 0 {
 		g.Filename = g.Filename[i+1:]
 	}
 	return FormatFrame(g)

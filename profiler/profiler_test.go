@@ -482,4 +482,6 @@ func TestFrames(t *testing.T) {
 		profiler.ShortFrame(cpp[5]))
 	assert.Equal(t, "operator()", profiler.ShortFrame(trace.Frame{Name: "operator()"}))
 	assert.Equal(t, "forward (model.py:42)", profiler.ShortFrame(frames[4]))
+	assert.Equal(t, "convert (module.py:1326)", profiler.ShortFrame(trace.Frame{Name: "convert",
+		Filename: `C:\research\.venv\Lib\site-packages\torch\nn\modules\module.py`, Line: 1326}), "a Windows path")
 }

@@ -2,8 +2,10 @@ package report_test
 
 import (
 	"context"
+	"html"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/sim/replay"
@@ -90,6 +93,8 @@ func TestBrowserReport(t *testing.T) {
 	exp := replayed(t, tr, expandable(t), false)
 	runs := []report.HTMLRun{{Label: "recorded settings", Input: def}, {Label: "expandable_segments:True", Input: exp}}
 	sc, dom := render(t, &report.HTMLReport{Runs: runs, PAR: parSection()}, "report", "")
+	figs, err := report.ExtractFigures(dom)
+	require.NoError(t, err)
 
 	var names []string
 	for _, c := range sc.Charts {
@@ -110,6 +115,16 @@ func TestBrowserReport(t *testing.T) {
 		marks := len(run.Input.Result.OOMs) + len(run.Input.Profile.Retries)
 		assert.Equal(t, marks, c.Markers, "%s: OOMs and retries marked", run.Label)
 		assert.Positive(t, len(run.Input.Profile.Retries), run.Label)
+		// Requested bytes are live bytes before rounding and the lines
+		// often coincide: live is drawn last, thin, over a wide requested
+		// band, so that both show.
+		var order []string
+		for _, s := range c.Series {
+			order = append(order, s.Name)
+		}
+		assert.Equal(t, []string{"reserved", "requested", "live (allocated)"}, order, run.Label)
+		assert.Regexp(t, `data-series="requested"[^>]*stroke-width="6"[^>]*stroke-opacity="0.35"`, string(figs["timeline-"+string(rune('0'+i))]))
+		assert.Regexp(t, `data-series="live \(allocated\)"[^>]*stroke-width="1.6"`, string(figs["timeline-"+string(rune('0'+i))]))
 
 		// The segment map at the peak: one rectangle per block (more when
 		// a block wraps to the next row), one per free gap.
@@ -166,7 +181,8 @@ func longProfile() *profiler.Profile {
 func TestBrowserLargeTimeline(t *testing.T) {
 	in := &report.Input{Profile: longProfile()}
 	r := &report.HTMLReport{Runs: []report.HTMLRun{{Label: "long", Input: in}}}
-	sc, _ := render(t, r, "long", "")
+	sc, dom := render(t, r, "long", "")
+	assert.Contains(t, pageText(dom), "time on the x axis \u00b7 drag across a chart to zoom", "the controls read apart")
 	pts := seriesPoints(t, sc.Chart("timeline-0"))
 	for name, n := range pts {
 		assert.LessOrEqual(t, n, 2*1100, name)
@@ -175,7 +191,7 @@ func TestBrowserLargeTimeline(t *testing.T) {
 
 	// Zoomed to events 1000..1999: the samples in the range, and one on
 	// either side so that the lines reach the edges.
-	sc, dom := render(t, r, "long-zoomed", "zoom=1000,1999")
+	sc, dom = render(t, r, "long-zoomed", "zoom=1000,1999")
 	events := make([]float64, len(in.Profile.Timeline))
 	for i, s := range in.Profile.Timeline {
 		events[i] = float64(s.Event)
@@ -184,6 +200,15 @@ func TestBrowserLargeTimeline(t *testing.T) {
 	want := min(len(events), lb(1999)+1) - max(0, lb(1000)-1)
 	assert.Equal(t, map[string]int{"reserved": want, "live (allocated)": want, "requested": want}, seriesPoints(t, sc.Chart("timeline-0")))
 	assert.True(t, strings.Contains(dom, "showing events 1000 to 1999"))
+}
+
+// pageText is the text of the report in a dumped DOM without its tags,
+// as a reader (or a screen reader, or a copy and paste) gets it.
+func pageText(dom string) string {
+	if m := regexp.MustCompile(`(?s)<main id="report">(.*?)</main>`).FindStringSubmatch(dom); m != nil {
+		dom = m[1]
+	}
+	return html.UnescapeString(regexp.MustCompile(`<[^>]*>`).ReplaceAllString(dom, ""))
 }
 
 func fileSize(t *testing.T, path string) int64 {
@@ -219,4 +244,27 @@ func TestBrowserChecks(t *testing.T) {
 	assert.Contains(t, dom, `<td>reserved_bytes.all.peak</td><td class="num">`+strconv.FormatInt(peak+2<<20, 10)+
 		`</td><td class="num">`+strconv.FormatInt(peak, 10)+`</td><td>exact</td>`)
 	assert.Contains(t, dom, "not compared: 1 key (num_ooms_from_a_newer_pytorch)")
+}
+
+// TestBrowserVerdict: the page names no best setting where there is
+// nothing to choose: the same setting twice, or settings that tie.
+func TestBrowserVerdict(t *testing.T) {
+	tr := recordTrainingLike(t)
+	def := replayed(t, tr, nil, false)
+	dc := config.Default()
+	again := replayed(t, tr, &dc, false)
+	_, dom := render(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded settings", Input: def}, {Label: "defaults", Input: again}}}, "same-setting", "")
+	text := pageText(dom)
+	assert.Contains(t, text, "The runs replay one and the same setting (defaults): recorded settings and defaults are the same allocator, so there is no best to pick.")
+	assert.NotContains(t, text, "Best setting")
+	assert.NotContains(t, dom, `class="num best"`)
+
+	gc, err := config.Parse("garbage_collection_threshold:0.8")
+	require.NoError(t, err)
+	_, dom = render(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded settings", Input: def},
+		{Label: "garbage_collection_threshold:0.8", Input: replayed(t, tr, &gc, false)}}}, "tied", "")
+	text = pageText(dom)
+	assert.Contains(t, text, "No single best setting on this trace: recorded settings and garbage_collection_threshold:0.8 tie with the lowest peak reserved ("+
+		allocator.FormatSize(def.Profile.Total.PeakReservedBytes)+")")
+	assert.NotContains(t, text, "Best setting")
 }

@@ -14,9 +14,16 @@ import (
 type htmlData struct {
 	Runs []htmlRun `json:"runs"`
 	// Best is the index of the run with the fewest OOMs and then the
-	// lowest peak reserved, when there are several runs of one trace;
-	// null otherwise.
+	// lowest peak reserved, when there are several runs of one trace under
+	// different settings and no other run ties with it; null otherwise.
 	Best *int `json:"best"`
+	// Tied lists the runs that share the best figures when there are
+	// several (Best is then null); empty otherwise.
+	Tied []int `json:"tied"`
+	// SameSetting: there are several runs of one trace and all replay the
+	// same allocator settings (e.g. the recorded ones and the same string
+	// given again), so there is nothing to choose between.
+	SameSetting bool `json:"same_setting"`
 	// SameTrace: every run replays the same trace (under its settings).
 	SameTrace   bool     `json:"same_trace"`
 	MultiDevice bool     `json:"multi_device"`
@@ -121,7 +128,7 @@ func buildHTMLData(r *HTMLReport) (*htmlData, error) {
 	if len(r.Runs) == 0 && r.PAR == nil {
 		return nil, fmt.Errorf("report: nothing to draw: no runs and no PAR section")
 	}
-	d := &htmlData{Runs: []htmlRun{}, Version: 1}
+	d := &htmlData{Runs: []htmlRun{}, Tied: []int{}, Version: 1}
 	for i, run := range r.Runs {
 		if run.Input == nil {
 			return nil, fmt.Errorf("report: run %d (%s) has no input", i, run.Label)
@@ -134,8 +141,15 @@ func buildHTMLData(r *HTMLReport) (*htmlData, error) {
 	}
 	d.SameTrace = sameTrace(r.Runs)
 	if len(d.Runs) > 1 && d.SameTrace {
-		best := bestRun(r.Runs)
-		d.Best = &best
+		d.SameSetting = sameSetting(r.Runs)
+		best, tied := bestRun(r.Runs)
+		switch {
+		case d.SameSetting:
+		case len(tied) > 1:
+			d.Tied = tied
+		default:
+			d.Best = &best
+		}
 	}
 	if r.PAR != nil {
 		if err := r.PAR.validate(); err != nil {
@@ -171,19 +185,36 @@ func events(in *Input) int64 {
 	return 0
 }
 
-// bestRun picks the run with the fewest OOMs, then the lowest peak
-// reserved: the setting that would have saved the most memory without
-// failing more often.
-func bestRun(runs []HTMLRun) int {
-	best := 0
-	var bestF profiler.Figures
-	for i, run := range runs {
-		f := figures(run.Input.Result, run.Input.Profile)
-		if i == 0 || f.OOMs < bestF.OOMs || f.OOMs == bestF.OOMs && f.PeakReservedBytes < bestF.PeakReservedBytes {
-			best, bestF = i, f
+// sameSetting tells whether every run replays the same allocator
+// settings (Config.String, which prints each setting that differs from
+// PyTorch's defaults).
+func sameSetting(runs []HTMLRun) bool {
+	for _, r := range runs[1:] {
+		if configString(r.Input.Result) != configString(runs[0].Input.Result) {
+			return false
 		}
 	}
-	return best
+	return true
+}
+
+// bestRun picks the run with the fewest OOMs, then the lowest peak
+// reserved: the setting that would have saved the most memory without
+// failing more often. tied lists every run with those two figures, best
+// among them.
+func bestRun(runs []HTMLRun) (best int, tied []int) {
+	fs := make([]profiler.Figures, len(runs))
+	for i, run := range runs {
+		fs[i] = figures(run.Input.Result, run.Input.Profile)
+		if f, b := fs[i], fs[best]; f.OOMs < b.OOMs || f.OOMs == b.OOMs && f.PeakReservedBytes < b.PeakReservedBytes {
+			best = i
+		}
+	}
+	for i, f := range fs {
+		if f.OOMs == fs[best].OOMs && f.PeakReservedBytes == fs[best].PeakReservedBytes {
+			tied = append(tied, i)
+		}
+	}
+	return best, tied
 }
 
 func buildHTMLRun(id int, run HTMLRun) htmlRun {
@@ -209,6 +240,10 @@ func buildHTMLRun(id int, run HTMLRun) htmlRun {
 	hr.SampleEvery = prof.SampleEvery
 	hr.PeakEvent, hr.PeakLive = prof.Total.PeakLiveEvent, prof.Total.PeakLiveBytes
 	sites := siteTable(prof)
+	// named are the profile's sites the page names, in the order met:
+	// they are named together at the end, so that two reading the same
+	// get the table's "[stack N]" (siteNames).
+	var named []profiler.Site
 	addSite := func(id uint32) {
 		key := strconv.FormatUint(uint64(id), 10)
 		if _, ok := hr.Sites[key]; ok {
@@ -216,7 +251,7 @@ func buildHTMLRun(id int, run HTMLRun) htmlRun {
 		}
 		hs := htmlSite{Stack: id, Name: "<no stack>", Label: "<no stack>", Frames: []string{}}
 		if s := sites[id]; s != nil {
-			hs = htmlSite{Stack: id, Name: siteNames(in, []profiler.Site{*s})[0], Label: s.Label, Frames: s.Frames, LiveBytesAtPeak: s.LiveBytesAtPeak,
+			hs = htmlSite{Stack: id, Label: s.Label, Frames: s.Frames, LiveBytesAtPeak: s.LiveBytesAtPeak,
 				StrandedBytesAtPeak: s.StrandedBytesAtPeak, AllocCount: s.AllocCount, AllocBytes: s.AllocBytes, MaxLiveBytes: s.MaxLiveBytes}
 			if len(hs.Frames) > maxSiteFrames {
 				hs.Frames = hs.Frames[:maxSiteFrames]
@@ -224,6 +259,7 @@ func buildHTMLRun(id int, run HTMLRun) htmlRun {
 			if hs.Frames == nil {
 				hs.Frames = []string{}
 			}
+			named = append(named, *s)
 		}
 		hr.Sites[key] = hs
 	}
@@ -252,6 +288,12 @@ func buildHTMLRun(id int, run HTMLRun) htmlRun {
 		}
 		title := fmt.Sprintf("OOM at event %d (%s requested)", o.Event, size(o.RequestedBytes))
 		hr.Captures = append(hr.Captures, captureData(o.Capture, "oom", title, addSite))
+	}
+	for i, name := range siteNames(in, named) {
+		key := strconv.FormatUint(uint64(named[i].Stack), 10)
+		hs := hr.Sites[key]
+		hs.Name = name
+		hr.Sites[key] = hs
 	}
 	return hr
 }

@@ -154,8 +154,31 @@ func TestHTMLBest(t *testing.T) {
 	assert.Equal(t, float64(want), d["best"])
 	t.Logf("recorded: %d OOMs, peak reserved %d; expandable: %d OOMs, peak reserved %d", fd.OOMs, fd.PeakReservedBytes, fe.OOMs, fe.PeakReservedBytes)
 
+	assert.Equal(t, false, d["same_setting"])
+	assert.Equal(t, []any{}, d["tied"])
+
 	one := pageData(t, writePage(t, &report.HTMLReport{Runs: []report.HTMLRun{{Input: def}}}))
 	assert.Nil(t, one["best"])
+
+	// The recorded settings are PyTorch's defaults: the same setting given
+	// again is the same allocator, not a better one.
+	dc := config.Default()
+	again := replayed(t, tr, &dc, false)
+	require.Equal(t, "", again.Result.Config.String())
+	same := pageData(t, writePage(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded", Input: def}, {Label: "defaults", Input: again}}}))
+	assert.Nil(t, same["best"])
+	assert.Equal(t, true, same["same_setting"])
+
+	// Different settings with the same figures tie: none is named best.
+	gc, err := config.Parse("garbage_collection_threshold:0.8")
+	require.NoError(t, err)
+	tie := replayed(t, tr, &gc, false)
+	require.Equal(t, fd.PeakReservedBytes, tie.Profile.Total.PeakReservedBytes, "without a memory fraction the threshold does nothing")
+	require.Equal(t, fd.OOMs, tie.Profile.Total.OOMs)
+	tied := pageData(t, writePage(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded", Input: def}, {Label: "gc", Input: tie}}}))
+	assert.Nil(t, tied["best"])
+	assert.Equal(t, []any{0.0, 1.0}, tied["tied"])
+	assert.Equal(t, false, tied["same_setting"])
 }
 
 func parSection() *report.PARSection {

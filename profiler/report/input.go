@@ -227,23 +227,31 @@ func notes(in *Input) []string {
 
 // siteNames returns the short names of the sites for narrow tables
 // (profiler.ShortFrame of the site's frame when the stacks are at hand,
-// else the site's label), with the stack ID added where two would read
-// the same.
+// else the site's label), with the stack ID added where two sites of the
+// profile would read the same, listed or not, so that a name means one
+// stack in every table and on the page.
 func siteNames(in *Input, sites []profiler.Site) []string {
-	names := make([]string, len(sites))
-	count := map[string]int{}
-	for i, s := range sites {
-		names[i] = s.Label
+	short := func(s *profiler.Site) string {
 		if in.Stacks != nil {
 			if f, ok := profiler.SiteFrame(in.Stacks.Frames(s.Stack)); ok {
-				names[i] = profiler.ShortFrame(f)
+				return profiler.ShortFrame(f)
 			}
 		}
-		count[names[i]]++
+		return s.Label
 	}
-	for i, s := range sites {
+	all := sites
+	if in.Profile != nil {
+		all = in.Profile.Sites
+	}
+	count := map[string]int{}
+	for i := range all {
+		count[short(&all[i])]++
+	}
+	names := make([]string, len(sites))
+	for i := range sites {
+		names[i] = short(&sites[i])
 		if count[names[i]] > 1 {
-			names[i] += fmt.Sprintf(" [stack %d]", s.Stack)
+			names[i] += fmt.Sprintf(" [stack %d]", sites[i].Stack)
 		}
 	}
 	return names

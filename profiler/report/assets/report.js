@@ -140,19 +140,37 @@
     return rows;
   }
   // drawLegend draws legendRows' rows from y, 18 px apart; swatch draws
-  // one item's mark.
+  // one item's mark. An item shortened for the legend keeps its full name
+  // as the label's hover text.
   function drawLegend(svg, rows, y, swatch) {
     rows.forEach(function (row, ri) {
       row.forEach(function (cell) {
         swatch(cell[0], y + 18 * ri, cell[1]);
-        text(svg, cell[0] + 22, y + 18 * ri + 4, cell[1].name);
+        var t = text(svg, cell[0] + 22, y + 18 * ri + 4, cell[1].name, { 'class': 'legend' });
+        if (cell[1].full && cell[1].full !== cell[1].name) title(t, cell[1].full);
       });
     });
   }
 
+  // shortLabels cuts each label longer than n characters in the middle,
+  // keeping its start and its end: site names that share a long start
+  // differ at the end (the file and line, the "[stack N]" the tables add).
+  // Labels that would still read the same stay whole.
+  function shortLabels(labels, n) {
+    var cut = labels.map(function (s) {
+      if (s.length <= n) return s;
+      var tail = Math.ceil((n - 1) * 0.6), head = n - 1 - tail;
+      return s.slice(0, head) + '\u2026' + s.slice(s.length - tail);
+    });
+    var count = {};
+    cut.forEach(function (s) { count[s] = (count[s] || 0) + 1; });
+    return cut.map(function (s, i) { return count[s] > 1 ? labels[i] : s; });
+  }
+
   // lineChart draws series of [x, y] points with axes and a legend.
   // spec: {name, width, height, x: [lo, hi], y: [lo, hi], xLabel, yFormat
-  // ('bytes' | 'percent' | 'number'), series: [{name, color, points, dash}],
+  // ('bytes' | 'percent' | 'number'), series: [{name, color, points, dash,
+  // width, opacity}] drawn in order (the last on top),
   // markers: [{x, color, label, kind: 'line' | 'tick'}], dots: [{x, y, label}]}
   function lineChart(spec) {
     var W = spec.width || 960;
@@ -203,6 +221,7 @@
       });
       var attrs = { 'class': 'series', 'data-series': s.name, d: d.join(''), fill: 'none', stroke: s.color, 'stroke-width': s.width || 1.6, 'stroke-linejoin': 'round' };
       if (s.dash) attrs['stroke-dasharray'] = s.dash;
+      if (s.opacity) attrs['stroke-opacity'] = s.opacity;
       var p = el('path', attrs, plot);
       title(p, s.name);
       if (s.dots) s.points.forEach(function (pt) {
@@ -216,7 +235,8 @@
     });
     // Legend, left to right above the plot.
     drawLegend(svg, legend, 12, function (x, y, s) {
-      el('line', { x1: x, x2: x + 18, y1: y, y2: y, stroke: s.color, 'stroke-width': 2.5, 'stroke-dasharray': s.dash || '' }, svg);
+      el('line', { x1: x, x2: x + 18, y1: y, y2: y, stroke: s.color, 'stroke-width': Math.max(2.5, s.width || 0),
+        'stroke-opacity': s.opacity || 1, 'stroke-dasharray': s.dash || '' }, svg);
     });
     svg.plotArea = { l: m.l, t: m.t, w: pw, h: ph, x0: x0, x1: x1, sx: sx, sy: sy };
     return svg;
@@ -333,10 +353,13 @@
       x: range, y: [0, ymax], yFormat: 'bytes',
       xLabel: zoom.mode === 'event' ? 'event' : 'seconds since the first timed event',
       xFormat: zoom.mode === 'event' ? numLabel : function (v) { return v.toFixed(v < 10 ? 2 : 1) + ' s'; },
+      // Requested bytes are live bytes before rounding, so the two lines
+      // often coincide: requested is a wide pale band drawn first and live
+      // a thin line over it, so that both stay visible.
       series: [
         { name: 'reserved', color: C.reserved, points: downsample(xs, t.max_reserved, a, b, range[0], range[1], columns) },
-        { name: 'live (allocated)', color: C.live, points: downsample(xs, t.max_live, a, b, range[0], range[1], columns) },
-        { name: 'requested', color: C.requested, dash: '5 3', points: downsample(xs, t.requested, a, b, range[0], range[1], columns) }
+        { name: 'requested', color: C.requested, width: 6, opacity: 0.35, points: downsample(xs, t.requested, a, b, range[0], range[1], columns) },
+        { name: 'live (allocated)', color: C.live, points: downsample(xs, t.max_live, a, b, range[0], range[1], columns) }
       ],
       markers: markers, dots: dots
     });
@@ -428,10 +451,9 @@
     var perRow = Math.max(1, Math.ceil(total / rows));
     var states = [['allocated', C.allocated], ['stranded free (pinned segment)', C.stranded], ['cached free (releasable)', C.cached], ['pending free (record_stream)', C.pending]]
       .map(function (it) { return { name: it[0], color: it[1] }; });
-    var siteItems = (run.colored_sites || []).map(function (st, i) {
-      var label = (run.sites[st] || { name: '<no stack>' }).name;
-      if (label.length > 48) label = label.slice(0, 47) + '…';
-      return { name: label, color: SITES[i % SITES.length] };
+    var siteNames = (run.colored_sites || []).map(function (st) { return (run.sites[st] || { name: '<no stack>' }).name; });
+    var siteItems = shortLabels(siteNames, 48).map(function (label, i) {
+      return { name: label, full: siteNames[i], color: SITES[i % SITES.length] };
     });
     var legend = legendRows(states, 4, W).concat(siteItems.length ? legendRows(siteItems, 4, W) : []);
     var legendH = 8 + 18 * legend.length;
@@ -591,9 +613,19 @@
       if (r.report.device_calls.ooms > 0) s += ' ' + r.report.device_calls.ooms + ' OOM' + (r.report.device_calls.ooms > 1 ? 's' : '') + ', the first at event ' + r.ooms[0].event + '.';
       out.push(s);
     });
-    if (data.best !== null && data.best !== undefined && runs.length > 1) {
+    var names = function (rs) {
+      var l = rs.map(function (r) { return r.label; });
+      return l.length > 1 ? l.slice(0, -1).join(', ') + ' and ' + l[l.length - 1] : l[0];
+    };
+    if (data.same_setting) {
+      out.push('The runs replay one and the same setting (' + (runs[0].report.config || 'defaults') + '): ' + names(runs) + ' are the same allocator, so there is no best to pick.');
+    } else if (data.tied && data.tied.length > 1) {
+      var tied = data.tied.map(function (i) { return runs[i]; }), t0 = tied[0].report;
+      out.push('No single best setting on this trace: ' + names(tied) + ' tie with the lowest peak reserved (' + formatSize(t0.fragmentation.peak_reserved_bytes) +
+        ') among the runs with the fewest OOMs (' + t0.device_calls.ooms + ').');
+    } else if (data.best !== null && data.best !== undefined && runs.length > 1) {
       var b = runs[data.best];
-      out.push('Best setting on this trace: ' + b.label + ' — the lowest peak reserved (' + formatSize(b.report.fragmentation.peak_reserved_bytes) + ') among the runs with the fewest OOMs.');
+      out.push('Best setting on this trace: ' + b.label + ' \u2014 the lowest peak reserved (' + formatSize(b.report.fragmentation.peak_reserved_bytes) + ') among the runs with the fewest OOMs.');
     }
     return h('div', { 'class': 'verdict' }, out.map(function (s) { return h('p', { text: s }); }));
   }
@@ -665,7 +697,9 @@
     var tl = [];
     var controls = h('div', { 'class': 'controls' }, [
       h('button', { id: 'zoom-reset', type: 'button', text: 'Reset zoom' }),
+      ' ',
       anyTime() ? h('label', {}, [h('input', { type: 'checkbox', id: 'time-axis' }), ' time on the x axis']) : null,
+      anyTime() ? ' \u00b7 ' : null,
       h('span', { id: 'zoom-state', 'class': 'muted' })
     ]);
     tl.push(controls);
@@ -675,7 +709,7 @@
       tl.push(host);
       timelines.push({ run: r, host: host });
     });
-    tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested: the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' }));
+    tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' }));
     root.appendChild(section('timeline', 'Memory over the trace', tl));
     redrawTimelines();
     document.getElementById('zoom-reset').addEventListener('click', function () { zoom.range = null; redrawTimelines(); });
