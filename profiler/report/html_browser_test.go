@@ -20,6 +20,7 @@ import (
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // The browser test: the page is loaded in headless Chromium, as a user's
@@ -257,7 +258,7 @@ func TestBrowserVerdict(t *testing.T) {
 	text := pageText(dom)
 	assert.Contains(t, text, "The runs replay one and the same setting (defaults): recorded settings and defaults are the same allocator, so there is no best to pick.")
 	assert.NotContains(t, text, "Best setting")
-	assert.NotContains(t, dom, `class="num best"`)
+	assert.False(t, strings.Contains(dom, `class="num best"`), "no figure marked best")
 
 	gc, err := config.Parse("garbage_collection_threshold:0.8")
 	require.NoError(t, err)
@@ -267,4 +268,23 @@ func TestBrowserVerdict(t *testing.T) {
 	assert.Contains(t, text, "No single best setting on this trace: recorded settings and garbage_collection_threshold:0.8 tie with the lowest peak reserved ("+
 		allocator.FormatSize(def.Profile.Total.PeakReservedBytes)+")")
 	assert.NotContains(t, text, "Best setting")
+}
+
+// TestBrowserStateOnly: a snapshot of the allocator's state without
+// events (torch.cuda.memory._snapshot() without _record_memory_history)
+// draws no empty timeline; the page says why and what it shows instead.
+func TestBrowserStateOnly(t *testing.T) {
+	rec := recordTrainingLike(t)
+	tr := &trace.Trace{Header: rec.Header, Stacks: rec.Stacks, Initial: rec.Final, InitialReconstructed: true}
+	in := replayed(t, tr, nil, false)
+	require.Zero(t, in.Result.Events)
+	rc := in.Result.Reconstructed
+	require.NotNil(t, rc)
+	sc, dom := render(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "state", Input: in}}}, "state-only", "")
+	assert.Nil(t, sc.Chart("timeline-0"), "no empty chart")
+	assert.NotNil(t, sc.Chart("segments-0"), "the state's segment map")
+	assert.Contains(t, pageText(dom), "No events recorded: the trace holds the allocator's state ("+
+		strconv.Itoa(rc.Segments)+" segments, "+allocator.FormatSize(rc.SegmentBytes)+" reserved, "+strconv.Itoa(rc.LiveBlocks)+
+		" live blocks of "+allocator.FormatSize(rc.LiveBytes)+"), not its history, so there is nothing to draw over time.")
+	assert.False(t, strings.Contains(dom, `id="zoom-reset"`), "nothing to zoom")
 }

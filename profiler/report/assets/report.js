@@ -367,6 +367,22 @@
     attachTimelineMouse(item, svg, xs, a, b);
   }
 
+  // noTimeline says why a run has no line to draw: the trace recorded no
+  // event (or one), as a snapshot taken without _record_memory_history
+  // does, and holds only the allocator's state.
+  function noTimeline(r) {
+    var ev = r.report.events, rc = r.report.reconstructed, f = r.report.fragmentation;
+    if (ev >= 2) return 'No timeline was recorded for this run.';
+    var s = ev === 0 ? 'No events recorded' : 'Only 1 event recorded';
+    if (rc || f.peak_reserved_bytes > 0) {
+      var what = rc ? rc.segments + ' segments, ' + formatSize(rc.segment_bytes) + ' reserved, ' + rc.live_blocks + ' live blocks of ' + formatSize(rc.live_bytes)
+        : formatSize(f.peak_reserved_bytes) + ' reserved, ' + formatSize(f.peak_live_bytes) + ' live';
+      return s + ': the trace holds the allocator\'s state (' + what + '), not its history, so there is nothing to draw over time. ' +
+        'The figures above and the segment map below show that state.';
+    }
+    return s + ' and no state: there is nothing to draw.';
+  }
+
   function redrawTimelines() {
     timelines.forEach(drawTimeline);
     var z = document.getElementById('zoom-state');
@@ -702,17 +718,23 @@
       anyTime() ? ' \u00b7 ' : null,
       h('span', { id: 'zoom-state', 'class': 'muted' })
     ]);
-    tl.push(controls);
+    var drawn = data.runs.filter(function (r) { return r.timeline.event.length >= 2; });
+    if (drawn.length) tl.push(controls);
     data.runs.forEach(function (r) {
-      var host = h('div', { 'class': 'chart' });
       tl.push(h('h3', { text: r.label }));
+      if (r.timeline.event.length < 2) {
+        tl.push(h('p', { 'class': 'no-timeline', text: noTimeline(r) }));
+        return;
+      }
+      var host = h('div', { 'class': 'chart' });
       tl.push(host);
       timelines.push({ run: r, host: host });
     });
-    tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' }));
+    if (drawn.length) tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' }));
     root.appendChild(section('timeline', 'Memory over the trace', tl));
     redrawTimelines();
-    document.getElementById('zoom-reset').addEventListener('click', function () { zoom.range = null; redrawTimelines(); });
+    var zr = document.getElementById('zoom-reset');
+    if (zr) zr.addEventListener('click', function () { zoom.range = null; redrawTimelines(); });
     var ta = document.getElementById('time-axis');
     if (ta) ta.addEventListener('change', function () { zoom.mode = ta.checked ? 'time' : 'event'; zoom.range = null; redrawTimelines(); });
 
