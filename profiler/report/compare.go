@@ -2,8 +2,11 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/sim/replay"
@@ -21,7 +24,11 @@ type CompareRow struct {
 
 // WriteCompareTable writes the configurations side by side, one column
 // each: what each costs in reserved memory, fragmentation, retries, OOMs
-// and device calls.
+// and device calls. A trace of several devices gets each device's figures
+// first, with its capacity; only the peaks summed over the devices at one
+// moment and the counts are given for all devices together, labelled so.
+// Notes on what every column shares (a partial trace's initial state)
+// follow the table.
 func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 	s := section{header: []string{"figure"}, right: []bool{false}}
 	fs := make([]profiler.Figures, len(rows))
@@ -54,24 +61,75 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		}
 		return v
 	})
-	add("peak live", func(i int) string { return size(fs[i].PeakLiveBytes) })
-	add("peak reserved", func(i int) string { return size(fs[i].PeakReservedBytes) })
-	add("waste (1 - live/reserved)", func(i int) string { return percent(fs[i].WasteRatio) })
-	add("largest free block at peak", func(i int) string { return size(fs[i].LargestFreeBlockBytesAtPeak) })
-	add("stranded at peak", func(i int) string { return size(fs[i].StrandedBytesAtPeak) })
-	add("external fragmentation at peak", func(i int) string { return percent(fs[i].ExternalFragmentationAtPeak) })
-	add("alloc retries", func(i int) string { return strconv.FormatInt(fs[i].AllocRetries, 10) })
-	add("OOMs", func(i int) string { return strconv.FormatInt(fs[i].OOMs, 10) })
+	devs := compareDevices(rows)
+	all := ""
+	if len(devs) > 1 {
+		all = " (all devices)"
+		for _, d := range devs {
+			p := fmt.Sprintf("device %d: ", d)
+			// dev returns the device's figures in column i, nil when the
+			// column has no such device.
+			dev := func(i int) (*profiler.Figures, *replay.DeviceResult) { return deviceFigures(&rows[i], d) }
+			per := func(name string, v func(f *profiler.Figures, r *replay.DeviceResult) string) {
+				add(p+name, func(i int) string {
+					f, r := dev(i)
+					if r == nil {
+						return "-"
+					}
+					return v(f, r)
+				})
+			}
+			per("capacity", func(_ *profiler.Figures, r *replay.DeviceResult) string { return compareCapacity(r) })
+			per("peak live", func(f *profiler.Figures, _ *replay.DeviceResult) string { return size(f.PeakLiveBytes) })
+			per("peak reserved", func(f *profiler.Figures, _ *replay.DeviceResult) string { return size(f.PeakReservedBytes) })
+			per("waste (1 - live/reserved)", func(f *profiler.Figures, _ *replay.DeviceResult) string { return percent(f.WasteRatio) })
+			per("largest free block at peak", func(f *profiler.Figures, _ *replay.DeviceResult) string {
+				return size(f.LargestFreeBlockBytesAtPeak)
+			})
+			per("stranded at peak", func(f *profiler.Figures, _ *replay.DeviceResult) string { return size(f.StrandedBytesAtPeak) })
+			per("external fragmentation at peak", func(f *profiler.Figures, _ *replay.DeviceResult) string {
+				return percent(f.ExternalFragmentationAtPeak)
+			})
+			per("OOMs", func(f *profiler.Figures, _ *replay.DeviceResult) string { return strconv.FormatInt(f.OOMs, 10) })
+		}
+		// The profiler's total peaks are of the sum at one event, which
+		// the job's devices held together; without a profile only the
+		// devices' own peaks are known, which may fall at different events.
+		summed := func(v func(f *profiler.Figures) uint64) func(i int) string {
+			return func(i int) string {
+				if rows[i].Profile == nil {
+					return "-"
+				}
+				return size(v(&fs[i]))
+			}
+		}
+		n := len(devs)
+		add(fmt.Sprintf("peak live, %d devices summed at one moment", n), summed(func(f *profiler.Figures) uint64 { return f.PeakLiveBytes }))
+		add(fmt.Sprintf("peak reserved, %d devices summed at one moment", n), summed(func(f *profiler.Figures) uint64 { return f.PeakReservedBytes }))
+	} else {
+		add("peak live", func(i int) string { return size(fs[i].PeakLiveBytes) })
+		add("peak reserved", func(i int) string { return size(fs[i].PeakReservedBytes) })
+		add("waste (1 - live/reserved)", func(i int) string { return percent(fs[i].WasteRatio) })
+		add("largest free block at peak", func(i int) string { return size(fs[i].LargestFreeBlockBytesAtPeak) })
+		add("stranded at peak", func(i int) string { return size(fs[i].StrandedBytesAtPeak) })
+		add("external fragmentation at peak", func(i int) string { return percent(fs[i].ExternalFragmentationAtPeak) })
+	}
+	add("alloc retries"+all, func(i int) string { return strconv.FormatInt(fs[i].AllocRetries, 10) })
+	add("OOMs"+all, func(i int) string { return strconv.FormatInt(fs[i].OOMs, 10) })
 	add("first OOM", func(i int) string {
-		if e := firstOOM(rows[i].Result); e >= 0 {
+		r := rows[i].Result
+		if e := firstOOM(r); e >= 0 {
+			if len(devs) > 1 {
+				return fmt.Sprintf("%s (device %d)", event(e), r.OOMs[0].Device)
+			}
 			return event(e)
 		}
 		return "-"
 	})
-	add("cudaMalloc", func(i int) string { return strconv.FormatUint(fs[i].DeviceMallocs, 10) })
-	add("cudaFree", func(i int) string { return strconv.FormatUint(fs[i].DeviceFrees, 10) })
-	add("cuMemMap", func(i int) string { return strconv.FormatUint(fs[i].DeviceMaps, 10) })
-	add("cuMemUnmap", func(i int) string { return strconv.FormatUint(fs[i].DeviceUnmaps, 10) })
+	add("cudaMalloc"+all, func(i int) string { return strconv.FormatUint(fs[i].DeviceMallocs, 10) })
+	add("cudaFree"+all, func(i int) string { return strconv.FormatUint(fs[i].DeviceFrees, 10) })
+	add("cuMemMap"+all, func(i int) string { return strconv.FormatUint(fs[i].DeviceMaps, 10) })
+	add("cuMemUnmap"+all, func(i int) string { return strconv.FormatUint(fs[i].DeviceUnmaps, 10) })
 	// All columns come from one kind of device in memreplay compare; should
 	// they not, each value says which kind it is.
 	measured, mixed := false, false
@@ -80,13 +138,137 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		measured = fs[i].DeviceTimeMeasured
 	}
 	if mixed {
-		add("device time", func(i int) string {
+		add("device time"+all, func(i int) string {
 			return duration(fs[i].DeviceTimeNS) + " (" + timeSource(fs[i].DeviceTimeMeasured) + ")"
 		})
 	} else {
-		add(deviceTimeLabel(measured), func(i int) string { return duration(fs[i].DeviceTimeNS) })
+		add(deviceTimeLabel(measured)+all, func(i int) string { return duration(fs[i].DeviceTimeNS) })
 	}
-	return renderTable(w, &s, false)
+	if err := renderTable(w, &s, false); err != nil {
+		return err
+	}
+	for _, n := range compareNotes(rows, fs) {
+		if _, err := fmt.Fprintln(w, "  "+n); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// compareDevices lists the device indices of the rows, in order.
+func compareDevices(rows []CompareRow) []int32 {
+	var out []int32
+	for _, r := range rows {
+		if r.Result == nil {
+			continue
+		}
+		for _, d := range r.Result.Devices {
+			if !slices.Contains(out, d.Index) {
+				out = append(out, d.Index)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// deviceFigures returns one device's figures in a row: the profiler's, or
+// the allocator's statistics without a profile; nil when the row has no
+// such device.
+func deviceFigures(r *CompareRow, index int32) (*profiler.Figures, *replay.DeviceResult) {
+	if r.Result == nil {
+		return nil, nil
+	}
+	for i := range r.Result.Devices {
+		d := &r.Result.Devices[i]
+		if d.Index != index {
+			continue
+		}
+		if dp := deviceProfile(r.Profile, index); dp != nil {
+			return &dp.Figures, d
+		}
+		f := figures(&replay.Result{Devices: r.Result.Devices[i : i+1]}, nil)
+		return &f, d
+	}
+	return nil, nil
+}
+
+// compareCapacity is a device's capacity for a narrow column: its size
+// and source, "not limited" when the trace gives none (a note says so).
+func compareCapacity(d *replay.DeviceResult) string {
+	switch d.CapacitySource {
+	case "unknown":
+		return "not limited"
+	case "":
+		return size(d.Capacity)
+	}
+	return size(d.Capacity) + " (" + d.CapacitySource + ")"
+}
+
+// compareNotes are what the columns share and a reader must know to read
+// them: the state a partial trace starts from, which no setting moves, and
+// why a device is "not limited". The same sentences go into each row of
+// the JSON.
+func compareNotes(rows []CompareRow, fs []profiler.Figures) []string {
+	var out []string
+	addNote := func(n string) {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	newSegments := false
+	for i := range fs {
+		newSegments = newSegments || fs[i].DeviceMallocs > 0 || fs[i].DeviceMaps > 0
+	}
+	for _, r := range rows {
+		if r.Result == nil {
+			continue
+		}
+		if n := pinnedNote(r.Result); n != "" {
+			addNote(n)
+			if !newSegments {
+				addNote("no column created a segment (cudaMalloc and cuMemMap 0): every later allocation fit in the recorded " +
+					"segments, so settings that decide how segments are made, such as expandable_segments, had nothing to change")
+			}
+		}
+	}
+	// Only the table of several devices has capacity rows to explain.
+	if devs := compareDevices(rows); len(devs) > 1 {
+		var unlimited []string
+		var on uint64
+		for _, d := range devs {
+			for i := range rows {
+				if _, dr := deviceFigures(&rows[i], d); dr != nil && dr.CapacitySource == "unknown" {
+					unlimited, on = append(unlimited, strconv.Itoa(int(d))), dr.Capacity
+					break
+				}
+			}
+		}
+		if len(unlimited) > 0 {
+			which := "device " + unlimited[0]
+			if len(unlimited) > 1 {
+				which = "devices " + strings.Join(unlimited, ", ")
+			}
+			addNote(fmt.Sprintf("not limited: the trace records no capacity for %s and implies none; replayed on %s, "+
+				"which does not run out (--capacity sets one)", which, size(on)))
+		}
+	}
+	return out
+}
+
+// pinnedNote says, for a partial trace (recording started after the
+// program had allocated), that every replay starts from the state the
+// recording found, whatever its settings: the blocks alive then stay in
+// the segments they were recorded in until the trace frees them.
+func pinnedNote(res *replay.Result) string {
+	rc := res.Reconstructed
+	if rc == nil || rc.Segments == 0 {
+		return ""
+	}
+	return fmt.Sprintf("partial trace: the recording started with %d segments (%s) holding %d live blocks (%s); "+
+		"every column starts from them as recorded, the blocks alive at the start pinned in their recorded segments, "+
+		"so a setting changes only the segments made after the first event",
+		rc.Segments, size(rc.SegmentBytes), rc.LiveBlocks, size(rc.LiveBytes))
 }
 
 type jsonCompareRow struct {
@@ -99,20 +281,58 @@ type jsonCompareRow struct {
 	// FirstOOMEvent is the event of the first OOM, null without one.
 	FirstOOMEvent *int64           `json:"first_oom_event"`
 	Stats         map[string]int64 `json:"stats"`
+	// Devices are each device's own figures, with its capacity.
+	Devices []jsonCompareDevice `json:"devices"`
+	// Reconstructed is the state a partial trace starts from (null for a
+	// trace recorded from the start); InitialBlocksPinned says its live
+	// blocks stay in their recorded segments under every setting.
+	Reconstructed       *jsonReconstruction `json:"reconstructed"`
+	InitialBlocksPinned bool                `json:"initial_blocks_pinned"`
+	Notes               []string            `json:"notes"`
+}
+
+type jsonCompareDevice struct {
+	Index          int32             `json:"index"`
+	Capacity       uint64            `json:"capacity"`
+	CapacitySource string            `json:"capacity_source"`
+	Fragmentation  jsonFragmentation `json:"fragmentation"`
+	DeviceCalls    jsonCalls         `json:"device_calls"`
 }
 
 // WriteCompareJSON writes the comparison as a JSON array, one object per
 // configuration in the order given, with the keys of WriteJSON's
-// "fragmentation", "device_calls" and "stats".
+// "fragmentation", "device_calls" and "stats" (over all devices: the
+// peaks of the sum at one moment, the statistics summed), "devices" (each
+// device's "index", "capacity", "capacity_source", "fragmentation" and
+// "device_calls"), "reconstructed" and "initial_blocks_pinned" (a partial
+// trace's starting state, which no setting moves) and "notes" (the
+// sentences the table prints under it).
 func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 	out := make([]jsonCompareRow, 0, len(rows))
-	for _, r := range rows {
-		f := figures(r.Result, r.Profile)
+	fs := make([]profiler.Figures, len(rows))
+	for i, r := range rows {
+		fs[i] = figures(r.Result, r.Profile)
+	}
+	notes := compareNotes(rows, fs)
+	if notes == nil {
+		notes = []string{}
+	}
+	for i, r := range rows {
+		f := &fs[i]
 		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result),
-			Fragmentation: fragmentationJSON(&f), Stats: summedStats(r.Result),
-			DeviceCalls: callsSummary(&f)}
+			Fragmentation: fragmentationJSON(f), Stats: summedStats(r.Result),
+			DeviceCalls: callsSummary(f), Devices: []jsonCompareDevice{}, Notes: notes}
 		if r.Result != nil {
 			jr.Events, jr.Stopped = r.Result.Events, r.Result.Stopped
+			for _, d := range r.Result.Devices {
+				df, dr := deviceFigures(&rows[i], d.Index)
+				jr.Devices = append(jr.Devices, jsonCompareDevice{Index: d.Index, Capacity: dr.Capacity,
+					CapacitySource: dr.CapacitySource, Fragmentation: fragmentationJSON(df), DeviceCalls: callsSummary(df)})
+			}
+			if rc := r.Result.Reconstructed; rc != nil {
+				jr.Reconstructed = reconstructionJSON(rc)
+				jr.InitialBlocksPinned = rc.Segments > 0
+			}
 		}
 		if e := firstOOM(r.Result); e >= 0 {
 			jr.FirstOOMEvent = &e

@@ -166,6 +166,16 @@ type jsonReconstruction struct {
 	Notes         []string `json:"notes"`
 }
 
+func reconstructionJSON(rc *replay.Reconstruction) *jsonReconstruction {
+	notes := rc.Notes
+	if notes == nil {
+		notes = []string{}
+	}
+	return &jsonReconstruction{Segments: rc.Segments, SegmentBytes: rc.SegmentBytes,
+		LiveBlocks: rc.LiveBlocks, LiveBytes: rc.LiveBytes, Unresolved: rc.Unresolved,
+		InferredSizes: rc.InferredSizes, Notes: notes}
+}
+
 type jsonSite struct {
 	Stack               uint32   `json:"stack"`
 	Label               string   `json:"label"`
@@ -285,13 +295,7 @@ func buildJSON(in *Input) *jsonReport {
 				Message: o.Message, State: trimOOM(oomSnapshot(prof, o), in.top())})
 		}
 		if rc := res.Reconstructed; rc != nil {
-			notes := rc.Notes
-			if notes == nil {
-				notes = []string{}
-			}
-			r.Reconstructed = &jsonReconstruction{Segments: rc.Segments, SegmentBytes: rc.SegmentBytes,
-				LiveBlocks: rc.LiveBlocks, LiveBytes: rc.LiveBytes, Unresolved: rc.Unresolved,
-				InferredSizes: rc.InferredSizes, Notes: notes}
+			r.Reconstructed = reconstructionJSON(rc)
 		}
 		for i := range res.Devices {
 			d := &res.Devices[i]
