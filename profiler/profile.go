@@ -203,6 +203,7 @@ type DeviceSample struct {
 	ReservedBytes    uint64 `json:"reserved_bytes"`
 	MaxLiveBytes     uint64 `json:"max_live_bytes"`
 	MaxReservedBytes uint64 `json:"max_reserved_bytes"`
+	RequestedBytes   uint64 `json:"requested_bytes"`
 	FreeBytes        uint64 `json:"free_bytes"`
 	LargestFreeBlock uint64 `json:"largest_free_block_bytes"`
 }

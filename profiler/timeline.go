@@ -17,7 +17,7 @@ func (p *Profiler) sample(index int64) {
 		if multi {
 			s.Devices = append(s.Devices, DeviceSample{Index: d.index, LiveBytes: d.live, ReservedBytes: d.reserved,
 				MaxLiveBytes: max(d.winLive, d.live), MaxReservedBytes: max(d.winReserved, d.reserved),
-				FreeBytes: free, LargestFreeBlock: largest})
+				RequestedBytes: d.requested, FreeBytes: free, LargestFreeBlock: largest})
 		}
 		d.noteFrag(fragmentation(free, largest))
 		d.winLive, d.winReserved = d.live, d.reserved

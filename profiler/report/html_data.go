@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 
 	"github.com/memreplay/memreplay/profiler"
@@ -67,6 +68,19 @@ type htmlTimeline struct {
 	MaxReserved []uint64 `json:"max_reserved"`
 	Free        []uint64 `json:"free"`
 	LargestFree []uint64 `json:"largest_free"`
+	// Devices has each device's own columns when the run used several
+	// (the columns above are their sums); empty otherwise.
+	Devices []htmlDeviceTimeline `json:"devices"`
+}
+
+// htmlDeviceTimeline is one device's share of the timeline's samples.
+type htmlDeviceTimeline struct {
+	Index       int32    `json:"index"`
+	Live        []uint64 `json:"live"`
+	MaxLive     []uint64 `json:"max_live"`
+	Requested   []uint64 `json:"requested"`
+	Reserved    []uint64 `json:"reserved"`
+	MaxReserved []uint64 `json:"max_reserved"`
 }
 
 type htmlOOM struct {
@@ -278,8 +292,21 @@ func buildHTMLRun(id int, run HTMLRun) htmlRun {
 			hr.ColoredSites = append(hr.ColoredSites, uint32(s.Stack))
 		}
 	}
+	// Several devices: each device at its own peak first, then all of
+	// them at the peak of their sum.
+	if len(prof.Devices) > 1 {
+		for _, d := range prof.Devices {
+			if d.Peak != nil {
+				title := fmt.Sprintf("device %d: peak live (%s)", d.Index, event(d.Peak.Event))
+				hr.Captures = append(hr.Captures, captureData(d.Peak, "peak", title, addSite))
+			}
+		}
+	}
 	if c := prof.Peak; c != nil {
 		title := "peak live (" + event(c.Event) + ")"
+		if len(prof.Devices) > 1 {
+			title = fmt.Sprintf("all %d devices: peak of their summed live bytes (%s)", len(prof.Devices), event(c.Event))
+		}
 		hr.Captures = append(hr.Captures, captureData(c, "peak", title, addSite))
 	}
 	for _, o := range prof.OOMs {
@@ -330,12 +357,30 @@ func timelineColumns(prof *profiler.Profile) htmlTimeline {
 	t.Live, t.MaxLive, t.Requested = make([]uint64, n), make([]uint64, n), make([]uint64, n)
 	t.Reserved, t.MaxReserved = make([]uint64, n), make([]uint64, n)
 	t.Free, t.LargestFree = make([]uint64, n), make([]uint64, n)
+	t.Devices = []htmlDeviceTimeline{}
+	// A device's column is its entry in each sample's Devices, by index
+	// (every sample of a multi-device run lists the devices attached when
+	// it was taken; a device attached later reads 0 before).
+	col := map[int32]int{}
 	for i, s := range samples {
 		t.Event[i], t.TimeUS[i] = s.Event, s.TimeUS
 		t.Live[i], t.MaxLive[i], t.Requested[i] = s.LiveBytes, s.MaxLiveBytes, s.RequestedBytes
 		t.Reserved[i], t.MaxReserved[i] = s.ReservedBytes, s.MaxReservedBytes
 		t.Free[i], t.LargestFree[i] = s.FreeBytes, s.LargestFreeBlock
+		for _, d := range s.Devices {
+			k, ok := col[d.Index]
+			if !ok {
+				k = len(t.Devices)
+				col[d.Index] = k
+				t.Devices = append(t.Devices, htmlDeviceTimeline{Index: d.Index, Live: make([]uint64, n), MaxLive: make([]uint64, n),
+					Requested: make([]uint64, n), Reserved: make([]uint64, n), MaxReserved: make([]uint64, n)})
+			}
+			dt := &t.Devices[k]
+			dt.Live[i], dt.MaxLive[i], dt.Requested[i] = d.LiveBytes, d.MaxLiveBytes, d.RequestedBytes
+			dt.Reserved[i], dt.MaxReserved[i] = d.ReservedBytes, d.MaxReservedBytes
+		}
 	}
+	slices.SortFunc(t.Devices, func(a, b htmlDeviceTimeline) int { return int(a.Index) - int(b.Index) })
 	return t
 }
 

@@ -194,3 +194,93 @@ func TestComparePartialTrace(t *testing.T) {
 	assert.Equal(t, false, got[0]["initial_blocks_pinned"])
 	assert.Nil(t, got[0]["reconstructed"])
 }
+
+// TestHTMLMultiDevice: the page carries each device's own timeline
+// columns, which add up to the summed ones, and each device's peak map
+// before the map at the peak of their sum.
+func TestHTMLMultiDevice(t *testing.T) {
+	in := replayed(t, recordThreeDevices(t), nil, false)
+	d := pageData(t, writePage(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded", Input: in}}}))
+	assert.Equal(t, true, d["multi_device"])
+	run := d["runs"].([]any)[0].(map[string]any)
+	tl := run["timeline"].(map[string]any)
+	devs := tl["devices"].([]any)
+	require.Len(t, devs, 3)
+	live := tl["live"].([]any)
+	for i := range live {
+		var sum float64
+		for k, dv := range devs {
+			dm := dv.(map[string]any)
+			assert.Equal(t, float64(k), dm["index"])
+			sum += dm["live"].([]any)[i].(float64)
+		}
+		require.Equal(t, live[i], sum, "sample %d", i)
+	}
+	var titles []string
+	for _, c := range run["captures"].([]any) {
+		titles = append(titles, c.(map[string]any)["title"].(string))
+	}
+	p := in.Profile
+	require.GreaterOrEqual(t, len(titles), 4)
+	for k, dp := range p.Devices {
+		assert.Equal(t, fmt.Sprintf("device %d: peak live (event %d)", dp.Index, dp.Peak.Event), titles[k])
+	}
+	assert.Equal(t, fmt.Sprintf("all 3 devices: peak of their summed live bytes (event %d)", p.Peak.Event), titles[3])
+}
+
+// TestBrowserMultiDevice: a run on three GPUs is told device by device,
+// each against its own capacity, and the sums say they are sums: the
+// verdict, the figures, and a timeline per device with its OOMs and its
+// capacity, before the summed one.
+func TestBrowserMultiDevice(t *testing.T) {
+	in := replayed(t, recordThreeDevices(t), nil, false)
+	sc, dom := render(t, &report.HTMLReport{Runs: []report.HTMLRun{{Label: "recorded", Input: in}}}, "multi-device", "")
+	text := pageText(dom)
+	p, res := in.Profile, in.Result
+	assert.NotContains(t, text, "the program needed at most", "no headline of the sum as if one GPU")
+	hasText(t, text, fmt.Sprintf("recorded, 3 devices: device 0 (capacity not limited) needed at most %s live",
+		allocator.FormatSize(p.Devices[0].PeakLiveBytes)))
+	hasText(t, text, fmt.Sprintf("device 2 (512.00 MiB) needed at most %s live, the allocator reserved up to %s, %d OOMs",
+		allocator.FormatSize(p.Devices[2].PeakLiveBytes), allocator.FormatSize(p.Devices[2].PeakReservedBytes), p.Devices[2].OOMs))
+	hasText(t, text, "Summed over the devices at one moment: at most "+allocator.FormatSize(p.Total.PeakLiveBytes)+" live")
+
+	hasText(t, dom, `data-figure="device 0: capacity">not limited<`)
+	hasText(t, dom, `data-figure="device 1: capacity">1024.00 MiB (trace header)<`)
+	hasText(t, dom, `data-figure="device 2: peak live">`+allocator.FormatSize(p.Devices[2].PeakLiveBytes))
+	hasText(t, dom, `data-figure="peak live, 3 devices summed at one moment">`+allocator.FormatSize(p.Total.PeakLiveBytes))
+	assert.False(t, strings.Contains(dom, `data-figure="peak live">`), "no unlabelled sum")
+	assert.False(t, strings.Contains(dom, `data-figure="capacity">`), "no capacity of the first device for all")
+
+	figs, err := report.ExtractFigures(dom)
+	require.NoError(t, err)
+	for k := range p.Devices {
+		c := sc.Chart(fmt.Sprintf("timeline-0-device%d", k))
+		require.NotNil(t, c, "device %d's timeline", k)
+		marks := 0
+		for _, o := range res.OOMs {
+			if o.Device == int32(k) {
+				marks++
+			}
+		}
+		for _, r := range p.Retries {
+			if r.Device == int32(k) {
+				marks++
+			}
+		}
+		assert.Equal(t, marks, c.Markers, "device %d: its own OOMs and retries", k)
+	}
+	assert.Positive(t, sc.Chart("timeline-0-device2").Markers)
+	assert.Zero(t, sc.Chart("timeline-0-device0").Markers)
+	hasText(t, string(figs["timeline-0-device2"]), "capacity 512.00 MiB")
+	assert.NotNil(t, sc.Chart("timeline-0"), "the sum, after the devices")
+	hasText(t, text, "all 3 devices summed")
+}
+
+// hasText is assert.Contains without the haystack in the message: a page
+// is megabytes.
+func hasText(t *testing.T, s, sub string) {
+	t.Helper()
+	if !strings.Contains(s, sub) {
+		t.Errorf("the page does not say %q", sub)
+	}
+}

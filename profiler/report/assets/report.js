@@ -28,7 +28,7 @@
     live: '#1f77b4', requested: '#2ca02c', reserved: '#d62728',
     oom: '#b00020', retry: '#ff7f0e', peak: '#111111',
     allocated: '#4e79a7', pending: '#9467bd', stranded: '#e15759', cached: '#d9d9d9',
-    grid: '#e6e6e6', axis: '#555555', text: '#222222'
+    grid: '#e6e6e6', axis: '#555555', text: '#222222', capacity: '#6a3d9a'
   };
   // One colour per run in comparisons; site colours in the segment map
   // (without the blue of plain allocated blocks or the states' colours).
@@ -171,7 +171,8 @@
   // spec: {name, width, height, x: [lo, hi], y: [lo, hi], xLabel, yFormat
   // ('bytes' | 'percent' | 'number'), series: [{name, color, points, dash,
   // width, opacity}] drawn in order (the last on top),
-  // markers: [{x, color, label, kind: 'line' | 'tick'}], dots: [{x, y, label}]}
+  // markers: [{x, color, label, kind: 'line' | 'tick'}], dots: [{x, y, label}],
+  // hlines: [{y, color, label}] (a device's capacity)}
   function lineChart(spec) {
     var W = spec.width || 960;
     var m = { l: 78, r: 16, t: 28, b: 40 };
@@ -203,6 +204,12 @@
     var cp = el('clipPath', { id: clipId }, defs);
     el('rect', { x: m.l, y: m.t - 2, width: pw, height: ph + 4 }, cp);
     var plot = el('g', { 'clip-path': 'url(#' + clipId + ')' }, svg);
+    (spec.hlines || []).forEach(function (hl) {
+      var g = el('g', { 'class': 'hline' }, plot);
+      el('line', { x1: m.l, x2: m.l + pw, y1: sy(hl.y), y2: sy(hl.y), stroke: hl.color, 'stroke-width': 1.2, 'stroke-dasharray': '6 4' }, g);
+      text(g, m.l + pw - 4, sy(hl.y) - 4, hl.label, { 'text-anchor': 'end', fill: hl.color });
+      title(g, hl.label);
+    });
     (spec.markers || []).forEach(function (mk) {
       if (mk.x < x0 || mk.x > x1) return;
       var g = el('g', { 'class': 'marker ' + (mk.kind || 'line') }, plot);
@@ -325,8 +332,22 @@
     return [lo, hi + Math.max(zoom.mode === 'event' ? 1 : 0, (hi - lo) * 0.01)];
   }
 
+  // devInfo is the JSON report's entry of device index in run.
+  function devInfo(run, index) {
+    return run.report.devices.filter(function (d) { return d.index === index; })[0];
+  }
+  // capacityText says a device's capacity as the figures table does.
+  function capacityText(d) {
+    if (!d) return 'unknown';
+    if (d.capacity_source === 'unknown') return 'not limited';
+    return formatSize(d.capacity) + (d.capacity_source ? ' (' + d.capacity_source + ')' : '');
+  }
+
+  // drawTimeline draws item's chart: the run's timeline, or with item.dev
+  // one device's columns, its OOMs, retries and peak, and its capacity as
+  // a dashed line when the trace gives one near the drawn range.
   function drawTimeline(item) {
-    var run = item.run, t = run.timeline;
+    var run = item.run, t = item.dev || run.timeline;
     var range = zoom.range || fullRange(run);
     var xs = xsOf(run);
     var i0 = 0, i1 = xs.length;
@@ -339,17 +360,32 @@
     var ymax = 0;
     for (var i = a; i < b; i++) ymax = Math.max(ymax, t.max_reserved[i], t.max_live[i]);
     ymax = Math.max(ymax, 1) * 1.05;
+    var dev = item.dev ? item.dev.index : null;
+    var mine = function (d) { return dev === null || d === dev; };
+    var hlines = [];
+    var info = dev === null ? null : devInfo(run, dev);
+    if (info && info.capacity_source !== 'unknown' && info.capacity > 0 && info.capacity <= 2 * ymax) {
+      ymax = Math.max(ymax, info.capacity * 1.05);
+      hlines.push({ y: info.capacity, color: C.capacity, label: 'capacity ' + formatSize(info.capacity) });
+    }
     var markers = [];
     run.ooms.forEach(function (o) {
+      if (!mine(o.device)) return;
       markers.push({ x: xOfEvent(run, xs, o.event), color: C.oom, label: 'OOM at event ' + o.event + ': ' + formatSize(o.size) + ' requested' + (o.message ? '\n' + o.message : '') });
     });
     run.report.retries.forEach(function (r) {
+      if (!mine(r.device)) return;
       markers.push({ x: xOfEvent(run, xs, r.event), color: C.retry, kind: 'tick', label: r.count + ' alloc retr' + (r.count > 1 ? 'ies' : 'y') + ' at event ' + r.event + ' (cache released, cudaMalloc retried)' });
     });
     var dots = [];
-    if (run.peak_event >= 0) dots.push({ x: xOfEvent(run, xs, run.peak_event), y: run.peak_live, label: 'peak live ' + formatSize(run.peak_live) + ' at event ' + run.peak_event });
+    var pe = run.peak_event, pl = run.peak_live;
+    if (info) {
+      pe = info.fragmentation ? info.fragmentation.peak_live_event : -1;
+      pl = info.fragmentation ? info.fragmentation.peak_live_bytes : 0;
+    }
+    if (pe >= 0) dots.push({ x: xOfEvent(run, xs, pe), y: pl, label: 'peak live ' + formatSize(pl) + ' at event ' + pe });
     var svg = lineChart({
-      name: 'timeline-' + run.id, width: width, height: 300,
+      name: 'timeline-' + run.id + (dev === null ? '' : '-device' + dev), width: width, height: 300,
       x: range, y: [0, ymax], yFormat: 'bytes',
       xLabel: zoom.mode === 'event' ? 'event' : 'seconds since the first timed event',
       xFormat: zoom.mode === 'event' ? numLabel : function (v) { return v.toFixed(v < 10 ? 2 : 1) + ' s'; },
@@ -361,7 +397,7 @@
         { name: 'requested', color: C.requested, width: 6, opacity: 0.35, points: downsample(xs, t.requested, a, b, range[0], range[1], columns) },
         { name: 'live (allocated)', color: C.live, points: downsample(xs, t.max_live, a, b, range[0], range[1], columns) }
       ],
-      markers: markers, dots: dots
+      markers: markers, dots: dots, hlines: hlines
     });
     item.host.replaceChildren(svg);
     attachTimelineMouse(item, svg, xs, a, b);
@@ -403,7 +439,7 @@
   function hideTip() { if (tip) tip.style.display = 'none'; }
 
   function attachTimelineMouse(item, svg, xs, a, b) {
-    var pa = svg.plotArea, run = item.run, t = run.timeline;
+    var pa = svg.plotArea, run = item.run, t = run.timeline, c = item.dev || t;
     var cursor = el('line', { y1: pa.t, y2: pa.t + pa.h, stroke: '#888', 'stroke-width': 1, visibility: 'hidden' }, svg);
     var band = el('rect', { y: pa.t, height: pa.h, fill: 'rgba(31,119,180,0.15)', visibility: 'hidden' }, svg);
     var drag = null;
@@ -423,10 +459,10 @@
       }
       var i = Math.min(b - 1, Math.max(a, lowerBound(xs, p.x)));
       if (i < 0 || i >= xs.length) return;
-      var lines = [run.label, 'event ' + t.event[i] + (t.time_us[i] ? ' (' + ((t.time_us[i] - timeAxis(run)) / 1e6).toFixed(3) + ' s)' : '')];
+      var lines = [run.label + (item.dev ? ', device ' + item.dev.index : ''), 'event ' + t.event[i] + (t.time_us[i] ? ' (' + ((t.time_us[i] - timeAxis(run)) / 1e6).toFixed(3) + ' s)' : '')];
       if (run.sample_every > 1) lines.push('sample of ' + run.sample_every + ' events: maxima over it');
-      lines.push('live ' + formatSize(t.max_live[i]), 'requested ' + formatSize(t.requested[i]), 'reserved ' + formatSize(t.max_reserved[i]),
-        'cached free ' + formatSize(t.free[i]) + ', largest block ' + formatSize(t.largest_free[i]));
+      lines.push('live ' + formatSize(c.max_live[i]), 'requested ' + formatSize(c.requested[i]), 'reserved ' + formatSize(c.max_reserved[i]));
+      if (!item.dev) lines.push('cached free ' + formatSize(t.free[i]) + ', largest block ' + formatSize(t.largest_free[i]));
       showTip(ev.clientX, ev.clientY, lines);
     });
     svg.addEventListener('mouseleave', function () { cursor.setAttribute('visibility', 'hidden'); band.setAttribute('visibility', 'hidden'); drag = null; hideTip(); });
@@ -592,14 +628,55 @@
       ['cuMemMap / cuMemUnmap', function (r) { return r.report.device_calls.cu_mem_map + ' / ' + r.report.device_calls.cu_mem_unmap; }]
     ];
     function ev(e) { return e === null || e === undefined || e === 0 && false ? '' : e < 0 ? ' (initial state)' : ' (event ' + e + ')'; }
+    var bestRow = 'peak reserved';
+    if (data.multi_device) {
+      rows = multiDeviceRows(runs, rows, ev);
+      bestRow = rows.bestRow;
+    }
     var head = h('tr', {}, [h('th', { text: 'figure' })].concat(runs.map(function (r) { return h('th', { text: r.label }); })));
     var body = rows.map(function (row) {
       return h('tr', {}, [h('td', { text: row[0] })].concat(runs.map(function (r) {
-        var best = data.best === r.id && (row[0] === 'peak reserved');
+        var best = data.best === r.id && (row[0] === bestRow);
         return h('td', { 'class': 'num' + (best ? ' best' : ''), 'data-figure': row[0], text: row[1](r) });
       })));
     });
     return h('table', { 'class': 'figures' }, [h('thead', {}, [head]), h('tbody', {}, body)]);
+  }
+
+  // multiDeviceRows are the figures table's rows for runs on several
+  // devices: each device's figures with its capacity first, then the sums
+  // that mean something, labelled as sums: the peaks of the devices'
+  // summed bytes at one moment, and the counts over all devices.
+  function multiDeviceRows(runs, single, ev) {
+    var idx = [];
+    runs.forEach(function (r) { r.report.devices.forEach(function (d) { if (idx.indexOf(d.index) < 0) idx.push(d.index); }); });
+    idx.sort(function (a, b) { return a - b; });
+    var rows = single.slice(0, 2);
+    var frag = function (name, fmt) {
+      return function (d) { return d.fragmentation ? fmt(d.fragmentation[name], d.fragmentation) : '-'; };
+    };
+    var per = [
+      ['capacity', function (d) { return capacityText(d); }],
+      ['peak live', frag('peak_live_bytes', function (v, f) { return formatSize(v) + ev(f.peak_live_event); })],
+      ['peak reserved', frag('peak_reserved_bytes', function (v, f) { return formatSize(v) + ev(f.peak_reserved_event); })],
+      ['waste (1 - live/reserved)', frag('waste_ratio', percent)],
+      ['reserved at peak live', frag('reserved_bytes_at_peak', formatSize)],
+      ['largest free block at peak', frag('largest_free_block_bytes_at_peak', formatSize)],
+      ['stranded at peak', frag('stranded_bytes_at_peak', formatSize)],
+      ['external fragmentation at peak', frag('external_fragmentation_at_peak', percent)],
+      ['OOMs', function (d) { return String(d.stats.num_ooms || 0); }]
+    ];
+    idx.forEach(function (i) {
+      per.forEach(function (p) {
+        rows.push(['device ' + i + ': ' + p[0], function (r) { var d = devInfo(r, i); return d ? p[1](d) : '-'; }]);
+      });
+    });
+    var n = idx.length;
+    rows.bestRow = 'peak reserved, ' + n + ' devices summed at one moment';
+    rows.push(['peak live, ' + n + ' devices summed at one moment', function (r) { return formatSize(r.report.fragmentation.peak_live_bytes) + ev(r.report.fragmentation.peak_live_event); }]);
+    rows.push([rows.bestRow, function (r) { return formatSize(r.report.fragmentation.peak_reserved_bytes) + ev(r.report.fragmentation.peak_reserved_event); }]);
+    single.slice(-4).forEach(function (row) { rows.push([row[0] + ' (all devices)', row[1]]); });
+    return rows;
   }
 
   function sitesTable(run, list, what) {
@@ -619,10 +696,33 @@
     return h('section', { id: id }, [h('h2', { text: heading })].concat(kids));
   }
 
+  // deviceVerdict is the verdict of a run on several devices: each device
+  // against its own capacity, then the sum at one moment, said as a sum.
+  function deviceVerdict(r) {
+    var f = r.report.fragmentation, devs = r.report.devices;
+    var parts = devs.map(function (d) {
+      var df = d.fragmentation;
+      var live = df ? df.peak_live_bytes : d.stats['allocated_bytes.all.peak'];
+      var res = df ? df.peak_reserved_bytes : d.stats['reserved_bytes.all.peak'];
+      var p = 'device ' + d.index + ' (' + (d.capacity_source === 'unknown' ? 'capacity not limited' : formatSize(d.capacity)) + ') needed at most ' + formatSize(live) + ' live, the allocator reserved up to ' + formatSize(res);
+      var n = d.stats.num_ooms || 0;
+      if (n) p += ', ' + n + ' OOM' + (n > 1 ? 's' : '');
+      return p;
+    });
+    var s = r.label + ', ' + devs.length + ' devices: ' + parts.join('; ') + '. Summed over the devices at one moment: at most ' +
+      formatSize(f.peak_live_bytes) + ' live, ' + formatSize(f.peak_reserved_bytes) + ' reserved.';
+    if (r.ooms.length) s += ' The first OOM at event ' + r.ooms[0].event + ' (device ' + r.ooms[0].device + ').';
+    return s;
+  }
+
   function verdict() {
     var runs = data.runs, out = [];
     runs.forEach(function (r) {
       var f = r.report.fragmentation;
+      if (r.report.devices.length > 1) {
+        out.push(deviceVerdict(r));
+        return;
+      }
       var s = r.label + ': the program needed at most ' + formatSize(f.peak_live_bytes) + ' live; the allocator reserved up to ' +
         formatSize(f.peak_reserved_bytes) + ' (waste ' + percent(f.waste_ratio) + ').';
       if (f.stranded_bytes_at_peak > 0) s += ' At the peak, ' + formatSize(f.stranded_bytes_at_peak) + ' were free but stranded in segments pinned by live blocks (largest free block ' + formatSize(f.largest_free_block_bytes_at_peak) + ').';
@@ -695,6 +795,8 @@
     // Settings side by side.
     if (data.runs.length > 1) {
       var cats = ['peak live', 'peak reserved', 'reserved at peak live', 'stranded at peak'];
+      // Several devices: the bars are of the devices' summed bytes.
+      if (data.multi_device) cats = cats.map(function (c) { return c + ' (summed)'; });
       var series = data.runs.map(function (r, i) {
         var f = r.report.fragmentation;
         return { name: r.label, color: PALETTE[i % PALETTE.length], values: [f.peak_live_bytes, f.peak_reserved_bytes, f.reserved_bytes_at_peak, f.stranded_bytes_at_peak] };
@@ -726,11 +828,21 @@
         tl.push(h('p', { 'class': 'no-timeline', text: noTimeline(r) }));
         return;
       }
+      var devs = r.timeline.devices || [];
+      if (devs.length > 1) {
+        devs.forEach(function (dv) {
+          var dh = h('div', { 'class': 'chart' });
+          tl.push(h('h4', { text: 'device ' + dv.index + ', capacity ' + capacityText(devInfo(r, dv.index)) }), dh);
+          timelines.push({ run: r, host: dh, dev: dv });
+        });
+        tl.push(h('h4', { text: 'all ' + devs.length + ' devices summed (no device holds this much; the job does, across its devices)' }));
+      }
       var host = h('div', { 'class': 'chart' });
       tl.push(host);
       timelines.push({ run: r, host: host });
     });
-    if (drawn.length) tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' }));
+    if (drawn.length) tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' + (data.multi_device ?
+      ' Several devices: each is drawn on its own, with its capacity as a dashed line when the trace gives one, then their sum at each event.' : '') }));
     root.appendChild(section('timeline', 'Memory over the trace', tl));
     redrawTimelines();
     var zr = document.getElementById('zoom-reset');
