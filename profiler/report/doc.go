@@ -58,5 +58,16 @@
 // site's are the allocator and ATen's allocation plumbing, the same for
 // every site, so that pprof -top names the same sites as the tables.
 // Numeric labels (device, stream) need anchored filters in pprof:
-// -tagfocus=stream=^0$.
+// -tagfocus=stream=^0$. With several devices each device's samples are at
+// its own peak, so inuse_space's total is the sum of the devices' peaks;
+// the profile's comments (pprof -comments) give each device's peak, that
+// total, and the peak of the devices' sum at one moment, each labelled.
+//
+// # Several devices
+//
+// The table (figuresSection) has a column per device and one of their
+// sums; compare (WriteCompareTable) and the HTML page give each device's
+// figures with its capacity first, and label every sum: peaks summed at
+// one moment, counts over all devices. A sum of peaks is never shown as
+// if it were one GPU's.
 package report

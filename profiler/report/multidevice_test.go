@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/pprof/profile"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -281,6 +282,37 @@ func TestBrowserMultiDevice(t *testing.T) {
 func hasText(t *testing.T, s, sub string) {
 	t.Helper()
 	if !strings.Contains(s, sub) {
-		t.Errorf("the page does not say %q", sub)
+		t.Errorf("the output does not say %q", sub)
 	}
+}
+
+// TestPprofMultiDevice: the pprof header of a trace of several GPUs says
+// each device's peak, and the total it states is the profile's
+// inuse_space total (each device's samples are at its own peak), told
+// apart from the peak of the devices' sum.
+func TestPprofMultiDevice(t *testing.T) {
+	in := replayed(t, recordThreeDevices(t), nil, false)
+	var buf bytes.Buffer
+	require.NoError(t, report.WritePprof(&buf, in))
+	pp, err := profile.Parse(&buf)
+	require.NoError(t, err)
+	var inuse int64
+	perDevice := map[string]int64{}
+	for _, s := range pp.Sample {
+		inuse += s.Value[0]
+		if d := s.Label["device"]; len(d) > 0 {
+			perDevice[d[0]] += s.Value[0]
+		}
+	}
+	header := strings.Join(pp.Comments, "\n")
+	t.Log("\n" + header)
+	p := in.Profile
+	for _, d := range p.Devices {
+		assert.Equal(t, int64(d.PeakLiveBytes), perDevice[fmt.Sprint(d.Index)], "device %d", d.Index)
+		hasText(t, header, fmt.Sprintf("device %d: peak live %s at event %d, peak reserved %s", d.Index,
+			allocator.FormatSize(d.PeakLiveBytes), d.PeakLiveEvent, allocator.FormatSize(d.PeakReservedBytes)))
+	}
+	hasText(t, header, "inuse_space total "+allocator.FormatSize(uint64(inuse))+": the sum of the 3 devices' own peaks")
+	hasText(t, header, "the 3 devices summed at one moment: peak live "+allocator.FormatSize(p.Total.PeakLiveBytes))
+	assert.NotRegexp(t, `(?m)^peak live`, header, "no unlabelled sum")
 }

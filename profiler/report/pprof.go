@@ -157,7 +157,11 @@ func pprofComments(in *Input) []string {
 	if in.Result != nil {
 		c = append(c, "config: "+configLabel(in.Result))
 	}
-	if p := in.Profile; p != nil {
+	p := in.Profile
+	if p == nil {
+		return c
+	}
+	if len(p.Devices) < 2 {
 		c = append(c, fmt.Sprintf("peak live %s at %s; peak reserved %s", size(p.Total.PeakLiveBytes),
 			event(p.Total.PeakLiveEvent), size(p.Total.PeakReservedBytes)))
 		for _, d := range p.Devices {
@@ -165,6 +169,27 @@ func pprofComments(in *Input) []string {
 				c = append(c, fmt.Sprintf("device %d: inuse/reserved/waste_space at its peak, %s", d.Index, event(d.Peak.Event)))
 			}
 		}
+		return c
 	}
+	// Several devices: each device's samples are at its own peak, so the
+	// profile's inuse_space total is the sum of the devices' peaks, which
+	// the header says before the peak of their sum at one moment.
+	var inuse uint64
+	for _, d := range p.Devices {
+		if d.Peak == nil {
+			c = append(c, fmt.Sprintf("device %d: nothing allocated", d.Index))
+			continue
+		}
+		var live uint64
+		for _, s := range d.Peak.Sites {
+			live += s.LiveBytes
+		}
+		inuse += live
+		c = append(c, fmt.Sprintf("device %d: peak live %s at %s, peak reserved %s; its inuse/reserved/waste_space samples are at this peak",
+			d.Index, size(live), event(d.Peak.Event), size(d.PeakReservedBytes)))
+	}
+	c = append(c, fmt.Sprintf("inuse_space total %s: the sum of the %d devices' own peaks", size(inuse), len(p.Devices)),
+		fmt.Sprintf("the %d devices summed at one moment: peak live %s at %s, peak reserved %s", len(p.Devices),
+			size(p.Total.PeakLiveBytes), event(p.Total.PeakLiveEvent), size(p.Total.PeakReservedBytes)))
 	return c
 }
