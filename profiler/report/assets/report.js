@@ -741,7 +741,8 @@
         ') among the runs with the fewest OOMs (' + t0.device_calls.ooms + ').');
     } else if (data.best !== null && data.best !== undefined && runs.length > 1) {
       var b = runs[data.best];
-      out.push('Best setting on this trace: ' + b.label + ' \u2014 the lowest peak reserved (' + formatSize(b.report.fragmentation.peak_reserved_bytes) + ') among the runs with the fewest OOMs.');
+      out.push('Best setting on this trace: ' + b.label + ' \u2014 the lowest peak reserved' + (data.multi_device ? ', the devices summed,' : '') +
+        ' (' + formatSize(b.report.fragmentation.peak_reserved_bytes) + ') among the runs with the fewest OOMs.');
     }
     return h('div', { 'class': 'verdict' }, out.map(function (s) { return h('p', { text: s }); }));
   }
