@@ -159,7 +159,7 @@ func writeFigures(page, dir string, stdout io.Writer) error {
 	sort.Strings(names)
 	for _, n := range names {
 		p := filepath.Join(dir, n+".svg")
-		if err := os.WriteFile(p, figs[n], 0o644); err != nil {
+		if err := writeFile(p, figs[n]); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", p)

@@ -60,6 +60,7 @@ var Packages = map[string]Place{
 	"internal/datadriven": {Internal, 0},
 	"internal/fakecuda":   {Internal, 0},
 	"internal/layers":     {Internal, 0},
+	"internal/outfile":    {Internal, 0},
 
 	"trace": {Trace, 0},
 
