@@ -157,14 +157,30 @@ func (s *State) ClockUS() int64 {
 	return c
 }
 
+// MaxStateLine bounds one line of a state file. A trial's line is under
+// a KiB; the header embeds the search space, itself at most MaxSpaceBytes,
+// so four times that leaves room for any real study while a stream with
+// no newline (/dev/zero, a binary file) fails after reading 4 MiB instead
+// of filling memory.
+const MaxStateLine = 4 * MaxSpaceBytes
+
 // ReadState reads a state file (name is used in errors).
 func ReadState(r io.Reader, name string) (*State, error) {
+	return readState(r, name, MaxStateLine)
+}
+
+// readState is ReadState with the line bound as a parameter, for the fuzz
+// test to reach it with small inputs.
+func readState(r io.Reader, name string, maxLine int) (*State, error) {
 	st := &State{}
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := map[int]bool{}
 	var off int64
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, maxLine)
+		if errors.Is(err, errLongLine) {
+			return nil, fmt.Errorf("%s:%d: line longer than %d bytes: not a study state file", name, line, maxLine)
+		}
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}
@@ -191,6 +207,24 @@ func ReadState(r io.Reader, name string) (*State, error) {
 		return nil, fmt.Errorf("%s: no header line: not a study state file, or empty", name)
 	}
 	return st, nil
+}
+
+var errLongLine = errors.New("line too long")
+
+// readLine is bufio.Reader.ReadBytes('\n') that gives up with errLongLine
+// once the line, newline included, would pass max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, errLongLine
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
 }
 
 func (st *State) parseLine(b []byte, line int, seen map[int]bool) error {
