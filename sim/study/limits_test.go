@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -119,4 +120,56 @@ func FuzzReadSpaceBound(f *testing.F) {
 		require.NoError(t, gerr)
 		require.Equal(t, want, got)
 	})
+}
+
+// A state file left empty or with its header cut short (the study killed,
+// or the disk full, as it created the file) resumes as a fresh study,
+// with a warning: it used to fail with "no header line" forever.
+func TestResumeStateCutAtCreation(t *testing.T) {
+	dir := t.TempDir()
+	fresh := baseOptions(4)
+	fresh.State = filepath.Join(dir, "fresh.jsonl")
+	want, err := Run(fresh)
+	require.NoError(t, err)
+	whole, err := os.ReadFile(fresh.State)
+	require.NoError(t, err)
+	header := whole[:bytes.IndexByte(whole, '\n')]
+
+	for _, n := range []int{0, 1, 17, len(header) / 2, len(header)} {
+		o := baseOptions(4)
+		o.State = filepath.Join(dir, "cut.jsonl")
+		o.Resume = true
+		var warn bytes.Buffer
+		o.Warn = &warn
+		require.NoError(t, os.WriteFile(o.State, header[:n], 0o644))
+		res, err := Run(o)
+		if n == len(header) {
+			// The whole header without its newline is a header: a
+			// plain resume of a study with no trial yet.
+			require.NoError(t, err)
+			require.Len(t, res.State.Resumes, 1)
+			continue
+		}
+		require.NoError(t, err, "cut at %d", n)
+		require.Contains(t, warn.String(), "starting the study afresh", "cut at %d", n)
+		require.Empty(t, res.State.Resumes, "cut at %d: a fresh study, not a resume", n)
+		require.Equal(t, Summarize(want.State, want.Planned), Summarize(res.State, res.Planned), "cut at %d", n)
+		got, err := os.ReadFile(o.State)
+		require.NoError(t, err)
+		require.Equal(t, whole, got, "cut at %d: the file is the fresh study's", n)
+		os.Remove(o.State)
+	}
+}
+
+// A header that cannot be written leaves no state file behind (which
+// --resume could not read). The header fails here in encoding (a NaN
+// option); a full disk fails the same write.
+func TestCreateStateLeavesNothingOnFailure(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	h := Header{Kind: "header", Version: stateVersion}
+	h.Options.OOMCorrupts = math.NaN()
+	_, err := createState(path, h)
+	require.Error(t, err)
+	_, err = os.Stat(path)
+	require.ErrorIs(t, err, os.ErrNotExist)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/memreplay/memreplay/sim/trial"
 )
@@ -190,6 +191,10 @@ func readState(r io.Reader, name string, maxLine int) (*State, error) {
 		complete := b[len(b)-1] == '\n'
 		perr := st.parseLine(bytes.TrimSpace(b), line, seen)
 		if perr != nil {
+			if !complete && line == 1 && !headerStart(b) {
+				// Not a header cut short: some other file.
+				return nil, fmt.Errorf("%s:%d: %v", name, line, perr)
+			}
 			if !complete {
 				// The last line, cut by a kill: drop it.
 				st.Torn, st.TornAt = true, off
@@ -204,9 +209,27 @@ func readState(r io.Reader, name string, maxLine int) (*State, error) {
 		}
 	}
 	if st.Header.Kind == "" {
-		return nil, fmt.Errorf("%s: no header line: not a study state file, or empty", name)
+		// Empty, or a header cut short: the study stopped (killed, or the
+		// disk full) while creating the file, before any trial.
+		return nil, fmt.Errorf("%s: %w", name, ErrNoHeader)
 	}
 	return st, nil
+}
+
+// ErrNoHeader is a state file that is empty or holds only the start of
+// its header line: the study stopped while creating it, before its first
+// trial. --resume starts such a study afresh; there is nothing to report.
+var ErrNoHeader = errors.New("no complete header line: the study stopped as it created the file (killed, or the disk full), before any trial")
+
+// headerStart reports whether b could be the start of a header line as
+// createState writes it: only such a torn first line is taken for a study
+// cut short at creation, never an unrelated file.
+func headerStart(b []byte) bool {
+	const start = `{"kind":"header",`
+	if len(b) <= len(start) {
+		return strings.HasPrefix(start, string(b))
+	}
+	return bytes.HasPrefix(b, []byte(start))
 }
 
 var errLongLine = errors.New("line too long")
@@ -344,6 +367,23 @@ func createState(path string, h Header) (*stateWriter, error) {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("%s exists: resume it (--resume) or choose another state file", path)
 		}
+		return nil, err
+	}
+	w := &stateWriter{f: f, path: path}
+	if err := w.write(h); err != nil {
+		// A file without its header cannot be resumed: leave none.
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return w, nil
+}
+
+// restartState rewrites a state file that holds no complete header
+// (ErrNoHeader) as a new study's.
+func restartState(path string, h Header) (*stateWriter, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
 		return nil, err
 	}
 	w := &stateWriter{f: f, path: path}
