@@ -13,7 +13,10 @@ import (
 // a read-only file refused). Every command that writes a file (convert,
 // synth, report and --html, replay --record and --pprof) writes it through
 // one.
-type outFile struct{ *outfile.File }
+type outFile struct {
+	*outfile.File
+	path string
+}
 
 // createOut starts the output file for path. Its error is the reason alone,
 // for the caller to put next to the path.
@@ -22,12 +25,28 @@ func createOut(path string) (*outFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &outFile{f}, nil
+	return &outFile{f, path}, nil
+}
+
+// Write writes into the file; its error names the path ("cannot write
+// out.html: no space left on device"), as the encoders writing into it
+// pass it on as it is.
+func (o *outFile) Write(p []byte) (int, error) {
+	n, err := o.File.Write(p)
+	if err != nil {
+		err = fmt.Errorf("cannot write %s: %w", o.path, err)
+	}
+	return n, err
 }
 
 // commit finishes the file: renamed over the path, or closed when written
 // through.
-func (o *outFile) commit() error { return o.Commit() }
+func (o *outFile) commit() error {
+	if err := o.Commit(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", o.path, err)
+	}
+	return nil
+}
 
 // abort drops an output that was not committed (after commit it does
 // nothing).
@@ -72,7 +91,7 @@ func writeFile(path string, data []byte) error {
 	}
 	defer f.abort()
 	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
+		return err
 	}
 	return f.commit()
 }

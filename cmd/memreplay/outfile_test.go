@@ -88,7 +88,7 @@ func TestWritersReportFullDevice(t *testing.T) {
 			}
 			code, _, stderr := runCLI(args...)
 			require.Equal(t, 2, code, stderr)
-			require.Contains(t, stderr, "no space left on device")
+			require.Contains(t, stderr, "cannot write "+out+": no space left on device")
 			st, err := os.Lstat(out)
 			require.NoError(t, err)
 			require.Equal(t, os.ModeDevice|os.ModeCharDevice, st.Mode().Type(), "the device was replaced")

@@ -111,8 +111,12 @@ func checkExisting(path string, st fs.FileInfo) error {
 	return nil
 }
 
-// Write writes into the output.
-func (o *File) Write(p []byte) (int, error) { return o.f.Write(p) }
+// Write writes into the output. Its error is the reason alone, like
+// Create's (the temporary file's name would only confuse).
+func (o *File) Write(p []byte) (int, error) {
+	n, err := o.f.Write(p)
+	return n, bare(err)
+}
 
 // Name is the file being written: the temporary file, or the path itself
 // when written through.
