@@ -114,7 +114,7 @@ func FuzzReadSpaceBound(f *testing.F) {
 		want, werr := ParseSpace(in)
 		if werr != nil {
 			require.Error(t, gerr)
-			require.True(t, strings.HasSuffix(gerr.Error(), werr.Error()) || strings.Contains(gerr.Error(), "f.json"), gerr.Error())
+			require.True(t, strings.HasPrefix(gerr.Error(), "f.json:") && strings.HasSuffix(gerr.Error(), werr.Error()), gerr.Error())
 			return
 		}
 		require.NoError(t, gerr)
