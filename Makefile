@@ -31,7 +31,8 @@ race:
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the trace
 # importers, the replay, memory_stats files, the trial spec, the study's
-# space and state files, and the CUDA backend's calls (on the fake driver).
+# space and state files (and their size bounds), and the CUDA backend's
+# calls (on the fake driver).
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
@@ -43,7 +44,9 @@ fuzz:
 	$(GO) test ./sim/replay -run '^$$' -fuzz FuzzMemoryStats -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/trial -run '^$$' -fuzz FuzzSpec -fuzztime $(FUZZTIME)
 	$(GO) test ./sim/study -run '^$$' -fuzz FuzzParseSpace -fuzztime $(FUZZTIME)
-	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadState -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/study -run '^$$' -fuzz 'FuzzReadState$$' -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadStateLineBound -fuzztime $(FUZZTIME)
+	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadSpaceBound -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/cuda -run '^$$' -fuzz FuzzDeviceCalls -fuzztime $(FUZZTIME)
 
 # The allocator's hot-path benchmarks (figures in docs/allocator.md) and the

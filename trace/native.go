@@ -48,12 +48,12 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/memreplay/memreplay/internal/outfile"
 )
 
 // FormatVersion is the native format version this package writes, and the
@@ -528,20 +528,16 @@ func WriteFile(path string, t *Trace) error {
 	return writeFileAtomic(path, func(w io.Writer) error { return WriteTrace(w, t) })
 }
 
-// writeFileAtomic writes path with write: into a temporary file beside it,
-// buffered, then renamed over path, so an existing file is never left
-// half-written and a failure leaves no file behind.
+// writeFileAtomic writes path with write, buffered, through
+// internal/outfile: into a temporary file beside it renamed over path, so
+// an existing file is never left half-written and a failure leaves no file
+// behind; a device or FIFO is written through, a read-only file refused.
 func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := outfile.Create(path)
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
+	defer f.Abort()
 	bw := newBufWriter(f)
 	if err = write(bw); err != nil {
 		return err
@@ -549,13 +545,7 @@ func writeFileAtomic(path string, write func(io.Writer) error) (err error) {
 	if err = bw.flush(); err != nil {
 		return err
 	}
-	if err = f.Chmod(0o644); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
+	return f.Commit()
 }
 
 // bufWriter batches the encoder's small writes into large file writes.

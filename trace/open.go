@@ -2,10 +2,9 @@ package trace
 
 import (
 	"bufio"
-	"bytes"
-	"fmt"
 	"io"
 	"os"
+	"strconv"
 )
 
 // Format names a trace file format.
@@ -76,7 +75,9 @@ func Open(path string) (*Opened, error) {
 		f.Close()
 		what := "empty file"
 		if len(prefix) > 0 {
-			what = fmt.Sprintf("starts with %q", string(bytes.ToValidUTF8(prefix[:min(len(prefix), 16)], []byte("?"))))
+			// Escaped to ASCII: the bytes of a binary file, echoed raw,
+			// would be terminal control codes.
+			what = "starts with " + strconv.QuoteToASCII(string(prefix[:min(len(prefix), 16)]))
 		}
 		return nil, &FormatError{File: path, Offset: 0, Event: -1,
 			Msg: "not a trace: expected a memreplay trace, a PyTorch memory snapshot pickle or an RMM log; " + what}

@@ -100,7 +100,7 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		labels = append(labels, r.label)
 		rows = append(rows, report.CompareRow{Label: r.label, Result: in.Result, Profile: in.Profile})
-		in.Top = rf.top
+		in.Top = rf.sites()
 		namedTrace(in, path)
 		page.Runs = append(page.Runs, report.HTMLRun{Label: r.label, Input: in})
 	}

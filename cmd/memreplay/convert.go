@@ -126,7 +126,7 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 		}
 	}
 	if err := trace.WritePyTorchFile(out, t); err != nil {
-		return err
+		return fmt.Errorf("cannot write %s: %w", out, err)
 	}
 	if quiet {
 		return nil

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/olekukonko/tablewriter"
@@ -106,26 +105,6 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 		return errCheckFailed
 	}
 	return nil
-}
-
-// parseSize reads "24GiB", "512MiB", "1.5GiB" or plain bytes.
-func parseSize(s string) (uint64, error) {
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"B", 1}}
-	mult := 1.0
-	for _, u := range units {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSuffix(s, u.suffix), u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
-	if err != nil || f <= 0 || f*mult >= 1<<62 {
-		return 0, fmt.Errorf("bad size %q (want e.g. 24GiB)", s)
-	}
-	return uint64(f * mult), nil
 }
 
 func oomText(r demo.Result) string {

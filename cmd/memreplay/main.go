@@ -56,6 +56,41 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
+	out := &checkedWriter{w: stdout}
+	code := dispatch(args, out, stderr)
+	if out.err != nil && code != 2 {
+		// The answer did not reach its reader (a full disk under a
+		// redirect, a closed pipe): as bad as a file that could not be
+		// written.
+		name := "memreplay"
+		if len(args) > 0 {
+			name += " " + args[0]
+		}
+		fmt.Fprintf(stderr, "%s: writing standard output: %v\n", name, out.err)
+		return 2
+	}
+	return code
+}
+
+// checkedWriter keeps the first error of writes to standard output, which
+// the commands' many prints do not each check.
+type checkedWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (c *checkedWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	n, err := c.w.Write(p)
+	if err != nil {
+		c.err = err
+	}
+	return n, err
+}
+
+func dispatch(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return 2
@@ -71,10 +106,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmd(args[1:], stdout, stderr)
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		if len(args) > 1 {
-			if c := cmds[args[1]]; c != nil {
-				_ = c([]string{"--help"}, stdout, stdout)
-				return 0
+			c := cmds[args[1]]
+			if c == nil {
+				fmt.Fprintf(stderr, "memreplay help: unknown command %q\n\n%s", args[1], usage)
+				return 2
 			}
+			_ = c([]string{"--help"}, stdout, stdout)
+			return 0
 		}
 		fmt.Fprint(stdout, usage)
 		return 0

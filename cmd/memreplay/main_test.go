@@ -31,7 +31,13 @@ func TestExitCodes(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "max_split_size_mb")
 
-	code, stdout, _ := runCLI("help", "demo")
+	// help for a command that does not exist is bad usage, not help.
+	code, stdout, stderr := runCLI("help", "bogus")
+	require.Equal(t, 2, code)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, `unknown command "bogus"`)
+
+	code, stdout, _ = runCLI("help", "demo")
 	require.Equal(t, 0, code)
 	require.Contains(t, stdout, "Examples:")
 }

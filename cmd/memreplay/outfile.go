@@ -1,85 +1,97 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/memreplay/memreplay/internal/outfile"
 )
 
-// outFile is an output file being written: a temporary file beside its
-// path, which commit renames over the path once complete, so that a
-// failure never leaves a partial file under the name and an existing file
-// stays as it was until the new one is whole. Every command that writes a
-// file (convert, synth, report and --html, replay --record) writes it
-// through one.
+// outFile is an output file being written (internal/outfile: a temporary
+// file renamed over the path by commit; a device or FIFO written through;
+// a read-only file refused). Every command that writes a file (convert,
+// synth, report and --html, replay --record and --pprof) writes it through
+// one.
 type outFile struct {
-	*os.File
+	*outfile.File
 	path string
 }
 
-// createOut starts the output file for path. Its error is the reason alone
-// (no name: the temporary file's would only confuse), for the caller to
-// put next to the path.
+// createOut starts the output file for path. Its error is the reason alone,
+// for the caller to put next to the path.
 func createOut(path string) (*outFile, error) {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	f, err := outfile.Create(path)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
 		return nil, err
 	}
-	return &outFile{File: f, path: path}, nil
+	return &outFile{f, path}, nil
 }
 
-// commit makes the file readable as an ordinary output (0644), closes it
-// and renames it over the path; on failure the temporary file is removed.
-func (o *outFile) commit() error {
-	err := o.Chmod(0o644)
-	if cerr := o.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(o.Name(), o.path)
-	}
+// Write writes into the file; its error names the path ("cannot write
+// out.html: no space left on device"), as the encoders writing into it
+// pass it on as it is.
+func (o *outFile) Write(p []byte) (int, error) {
+	n, err := o.File.Write(p)
 	if err != nil {
-		os.Remove(o.Name())
+		err = fmt.Errorf("cannot write %s: %w", o.path, err)
 	}
-	return err
+	return n, err
 }
 
-// abort drops an output that was not committed: it closes and removes the
-// temporary file (after commit, the name is gone and this does nothing).
-func (o *outFile) abort() {
-	o.Close()
-	os.Remove(o.Name())
+// commit finishes the file: renamed over the path, or closed when written
+// through.
+func (o *outFile) commit() error {
+	if err := o.Commit(); err != nil {
+		return fmt.Errorf("cannot write %s: %w", o.path, err)
+	}
+	return nil
 }
+
+// abort drops an output that was not committed (after commit it does
+// nothing).
+func (o *outFile) abort() { o.Abort() }
 
 // createOutFor starts flag's output file for path, with the flag and the
-// path in its error (a usage error: exit 2): a directory in the way, or a
-// directory that cannot take a file.
+// path in its error (a usage error: exit 2).
 func createOutFor(flag, path string) (*outFile, error) {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return nil, usageError{fmt.Errorf("%s %s: is a directory", flag, path)}
-	}
 	f, err := createOut(path)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("%s %s: cannot create a file in %s: %v", flag, path, filepath.Dir(path), err)}
+		return nil, outError(flag, path, err)
 	}
 	return f, nil
 }
 
 // canWrite fails at once, before any replay, when flag's output path could
 // not be written at the end (a missing directory, no permission, a
-// directory in the way), so that a long run is never lost to a typo. It
-// creates and removes a temporary file beside path.
+// directory in the way, a read-only file), so that a long run is never
+// lost to a typo.
 func canWrite(flag, path string) error {
-	f, err := createOutFor(flag, path)
+	if err := outfile.Check(path); err != nil {
+		return outError(flag, path, err)
+	}
+	return nil
+}
+
+// outError words why flag's path cannot be written, as a usage error.
+func outError(flag, path string, err error) error {
+	if _, serr := os.Stat(path); serr == nil {
+		// The path is there and is what refuses (a directory, a
+		// read-only file, a device this user may not write).
+		return usageError{fmt.Errorf("%s %s: %v", flag, path, err)}
+	}
+	return usageError{fmt.Errorf("%s %s: cannot create a file in %s: %v", flag, path, filepath.Dir(path), err)}
+}
+
+// writeFile writes data to path through an outFile.
+func writeFile(path string, data []byte) error {
+	f, err := createOut(path)
 	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	defer f.abort()
+	if _, err := f.Write(data); err != nil {
 		return err
 	}
-	f.abort()
-	return nil
+	return f.commit()
 }

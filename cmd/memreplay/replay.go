@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -75,7 +76,7 @@ Examples:
   memreplay replay --check --format json *.pickle   # several traces, one JSON object each
   memreplay replay --alloc-conf expandable_segments:True snapshot.pickle
   memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
-  memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -top mem.pb.gz
+  memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -unit=auto -top mem.pb.gz
   memreplay replay --html report.html snapshot.pickle  # timeline, segment map, sites
   memreplay replay --alloc-conf expandable_segments:True --record es.pickle snapshot.pickle   # open es.pickle in pytorch.org/memory_viz
   memreplay replay --record trial.pickle trial.mrt   # a trial trace with its end state, for memory_viz
@@ -109,11 +110,19 @@ func (f *replayFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
 	fs.BoolVar(&f.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free) instead of failing")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or markdown")
-	fs.IntVar(&f.top, "top", 10, "allocation sites to list")
+	fs.IntVar(&f.top, "top", 10, "allocation sites to list (0: all of them)")
 	fs.BoolVar(&f.progress, "progress", true, "show progress on stderr when it is a terminal")
 	fs.StringVar(&f.html, "html", "", "also write a self-contained HTML report (timeline, segment map, sites) to this file")
 	fs.BoolVar(&f.noColor, "no-color", false, "plain output (the tables are plain already; accepted for scripts)")
 	fs.StringVar(&f.device, "device", "sim", "where to replay: sim (the simulated GPU) or cuda[:N] (the real GPU N through the CUDA driver; MEMREPLAY_LIBCUDA names the driver library)")
+}
+
+// sites is --top as report.Input.Top: 0 lists every site.
+func (f *replayFlags) sites() int {
+	if f.top == 0 {
+		return math.MaxInt
+	}
+	return f.top
 }
 
 // gpu parses --device: nil for the simulated GPU, else the real GPU's
@@ -142,6 +151,9 @@ func (f *replayFlags) options(path string) (replay.Options, error) {
 			return opts, usageError{fmt.Errorf("--capacity: %v", err)}
 		}
 		opts.Capacity = c
+	}
+	if f.top < 0 {
+		return opts, usageError{fmt.Errorf("--top %d: want a number of sites (0: all of them)", f.top)}
 	}
 	p, err := replay.ParseOOMPolicy(f.oom)
 	if err != nil {
@@ -253,7 +265,7 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 	if err != nil {
 		return false, err
 	}
-	in.Top = rf.top
+	in.Top = rf.sites()
 	namedTrace(in, path)
 	if err := writeReport(stdout, rf.format, in); err != nil {
 		return false, err

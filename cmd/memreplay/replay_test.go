@@ -181,6 +181,8 @@ func TestReplayTableUnknownCapacity(t *testing.T) {
 	code, stdout, stderr := runCLI("replay", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "not limited (the trace records none; --capacity sets one)")
+	// Said once: the notes used to repeat it in other words.
+	require.NotContains(t, stdout, "records no capacity")
 	code, stdout, stderr = runCLI("replay", "--capacity", "24GiB", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "24.00 GiB (option)")

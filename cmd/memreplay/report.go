@@ -40,7 +40,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&rf.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's, or implied by its OOMs)")
 	fs.StringVar(&rf.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
 	fs.BoolVar(&rf.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free) instead of failing")
-	fs.IntVar(&rf.top, "top", 10, "allocation sites to list")
+	fs.IntVar(&rf.top, "top", 10, "allocation sites to list (0: all of them)")
 	fs.BoolVar(&rf.progress, "progress", true, "show progress on stderr when it is a terminal")
 	fs.BoolVar(&rf.noColor, "no-color", false, "accepted for scripts (the command prints no colour)")
 	out := fs.StringP("output", "o", "", "the HTML file to write")
@@ -102,7 +102,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			in.Top = rf.top
+			in.Top = rf.sites()
 			namedTrace(in, path)
 			label := s.label
 			if fs.NArg() > 1 {
@@ -159,7 +159,7 @@ func writeFigures(page, dir string, stdout io.Writer) error {
 	sort.Strings(names)
 	for _, n := range names {
 		p := filepath.Join(dir, n+".svg")
-		if err := os.WriteFile(p, figs[n], 0o644); err != nil {
+		if err := writeFile(p, figs[n]); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "wrote %s\n", p)

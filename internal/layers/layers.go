@@ -9,7 +9,7 @@
 //	            the trial model, the worker pool, the PAR sweep, the study runner
 //	allocator/  the caching allocator, its settings, the real CUDA device
 //	trace/      the vocabulary: the trace model and its codecs
-//	internal/   test machinery shared by several layers
+//	internal/   test machinery shared by several layers; the output-file writer
 //
 // Data flows up the same way: a trace file is decoded by trace, replayed by
 // sim/replay through an allocator on a device (sim/gpu or allocator/cuda),
@@ -60,6 +60,7 @@ var Packages = map[string]Place{
 	"internal/datadriven": {Internal, 0},
 	"internal/fakecuda":   {Internal, 0},
 	"internal/layers":     {Internal, 0},
+	"internal/outfile":    {Internal, 0},
 
 	"trace": {Trace, 0},
 

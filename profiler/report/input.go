@@ -172,7 +172,12 @@ func oomSnapshot(prof *profiler.Profile, o replay.OOM) *profiler.OOMSnapshot {
 }
 
 // notes collects the remarks a reader should see besides the figures.
-func notes(in *Input) []string {
+func notes(in *Input) []string { return notesFor(in, false) }
+
+// notesFor is notes for a table whose capacity cell already says when the
+// one device's capacity is not limited (capacityShown): the note would say
+// it a second time, in other words.
+func notesFor(in *Input, capacityShown bool) []string {
 	var out []string
 	res := in.Result
 	if res != nil {
@@ -199,13 +204,25 @@ func notes(in *Input) []string {
 			out = append(out, fmt.Sprintf("%d events skipped", res.Skipped))
 			out = append(out, res.Problems...)
 		}
+		// Devices without a capacity share one note (a trace may name
+		// many), said once per capacity they were replayed on.
+		unlimited := map[uint64][]int32{}
+		var caps []uint64
 		for _, d := range res.Devices {
 			switch {
 			case d.CapacitySource == "unknown":
-				out = append(out, fmt.Sprintf("device %d: the trace records no capacity and implies none; replayed on %s, which does not run out (--capacity sets one)",
-					d.Index, allocator.FormatSize(d.Capacity)))
+				if unlimited[d.Capacity] == nil {
+					caps = append(caps, d.Capacity)
+				}
+				unlimited[d.Capacity] = append(unlimited[d.Capacity], d.Index)
 			case d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" && d.Name == "":
 				out = append(out, fmt.Sprintf("device %d capacity %s: %s", d.Index, allocator.FormatSize(d.Capacity), d.CapacitySource))
+			}
+		}
+		if !(capacityShown && len(res.Devices) == 1) {
+			for _, c := range caps {
+				out = append(out, fmt.Sprintf("%s: the trace records no capacity and implies none; replayed on %s, which does not run out (--capacity sets one)",
+					deviceList(unlimited[c]), allocator.FormatSize(c)))
 			}
 		}
 	}
@@ -223,6 +240,74 @@ func notes(in *Input) []string {
 		}
 	}
 	return uniq
+}
+
+// deviceList names devices, runs of consecutive ones as ranges: "device
+// 3", "devices 0-2, 5".
+func deviceList(idx []int32) string {
+	if len(idx) == 1 {
+		return fmt.Sprintf("device %d", idx[0])
+	}
+	var parts []string
+	for i := 0; i < len(idx); {
+		j := i
+		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
+			j++
+		}
+		switch {
+		case j == i:
+			parts = append(parts, strconv.Itoa(int(idx[i])))
+		case j == i+1:
+			parts = append(parts, strconv.Itoa(int(idx[i])), strconv.Itoa(int(idx[j])))
+		default:
+			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
+		}
+		i = j + 1
+	}
+	return "devices " + strings.Join(parts, ", ")
+}
+
+// idleDevice is a device the replay did not use: no allocation, nothing
+// reserved (not even a partial trace's initial state), no OOM, no device
+// call. A trace may name such devices (an empty device_traces entry).
+func idleDevice(d *replay.DeviceResult) bool {
+	st := &d.Stats
+	return st.ReservedBytes[allocator.StatAll].Peak == 0 && st.Allocation[allocator.StatAll].Allocated == 0 &&
+		st.NumOOMs == 0 && d.Counters.Total.Calls == 0
+}
+
+// withoutIdleDevices is in without the devices the replay did not use,
+// for the tables (a column and a note each only widened them), and the
+// note that says which were left out; in itself when none was. The first
+// device stays when every one is idle.
+func withoutIdleDevices(in *Input) (*Input, string) {
+	res := in.Result
+	if res == nil || len(res.Devices) < 2 {
+		return in, ""
+	}
+	var kept []replay.DeviceResult
+	var idle []int32
+	for i := range res.Devices {
+		if idleDevice(&res.Devices[i]) {
+			idle = append(idle, res.Devices[i].Index)
+		} else {
+			kept = append(kept, res.Devices[i])
+		}
+	}
+	if len(idle) == 0 {
+		return in, ""
+	}
+	if len(kept) == 0 {
+		kept, idle = res.Devices[:1], idle[1:]
+		if len(idle) == 0 {
+			return in, ""
+		}
+	}
+	r := *res
+	r.Devices = kept
+	out := *in
+	out.Result = &r
+	return &out, deviceList(idle) + ": no allocation and nothing reserved; left out of the table"
 }
 
 // siteNames returns the short names of the sites for narrow tables
@@ -295,7 +380,49 @@ func configLabel(res *replay.Result) string {
 	return s
 }
 
-func duration(ns int64) string { return time.Duration(ns).String() }
+// duration prints a time to three significant digits in the largest unit
+// under it ("21.0ms", "3.05ms", "412µs"), so that a column of them lines up
+// and reads alike: time.Duration's String prints every digit it has
+// ("20.9661ms" beside "3.05ms").
+func duration(ns int64) string {
+	d := time.Duration(ns)
+	if d == 0 {
+		return "0s"
+	}
+	if d < 0 {
+		return "-" + duration(-ns)
+	}
+	units := []struct {
+		name string
+		size time.Duration
+	}{{"h", time.Hour}, {"min", time.Minute}, {"s", time.Second}, {"ms", time.Millisecond}, {"µs", time.Microsecond}}
+	for i, u := range units {
+		if d < u.size {
+			continue
+		}
+		v := float64(d) / float64(u.size)
+		s := sig3(v)
+		if s == "1000" && i > 0 && units[i-1].size == 1000*u.size {
+			// Rounding reached the next unit: 999.7ms is 1.00s.
+			return "1.00" + units[i-1].name
+		}
+		return s + u.name
+	}
+	return strconv.FormatInt(ns, 10) + "ns"
+}
+
+// sig3 prints v (at least 1) to three significant digits, without an
+// exponent.
+func sig3(v float64) string {
+	decimals := 2
+	switch {
+	case v >= 99.95:
+		decimals = 0
+	case v >= 9.995:
+		decimals = 1
+	}
+	return strconv.FormatFloat(v, 'f', decimals, 64)
+}
 
 // deviceNames names the real GPUs the replay ran on ("" when simulated).
 func deviceNames(res *replay.Result) string {

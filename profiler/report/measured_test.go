@@ -80,6 +80,6 @@ func TestDeviceTimeMeasuredOrModelled(t *testing.T) {
 	r2, p2 := runOn(true)
 	var cmp bytes.Buffer
 	require.NoError(t, report.WriteCompareTable(&cmp, []report.CompareRow{{Label: "sim", Result: r1, Profile: p1}, {Label: "gpu", Result: r2, Profile: p2}}))
-	require.Contains(t, cmp.String(), "7µs (modelled)")
-	require.Contains(t, cmp.String(), "7µs (measured)")
+	require.Contains(t, cmp.String(), "7.00µs (modelled)")
+	require.Contains(t, cmp.String(), "7.00µs (measured)")
 }

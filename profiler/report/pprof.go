@@ -52,7 +52,12 @@ func (b *pprofBuilder) location(f trace.Frame) *profile.Location {
 		if name == "" {
 			name = "??" // pprof would show the mapping's name instead
 		}
-		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, SystemName: name, Filename: f.Filename}
+		// No SystemName: pprof "demangles" a function whose Name equals
+		// its SystemName, and takes any name with angle brackets for C++,
+		// cutting "<module>" and "<listcomp>" down to nothing (shown as
+		// the mapping, "[python]"). A Name of its own is shown as
+		// written.
+		fn = &profile.Function{ID: uint64(len(b.p.Function) + 1), Name: name, Filename: f.Filename}
 		b.funcs[key] = fn
 		b.p.Function = append(b.p.Function, fn)
 	}

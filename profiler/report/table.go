@@ -32,6 +32,7 @@ type section struct {
 }
 
 func buildDocument(in *Input) *document {
+	in, idleNote := withoutIdleDevices(in)
 	doc := &document{title: "memreplay replay"}
 	if l := traceLabel(in.Trace); l != "" {
 		doc.title += ": " + l
@@ -49,7 +50,11 @@ func buildDocument(in *Input) *document {
 	if s := oomSection(in); s != nil {
 		doc.sections = append(doc.sections, *s)
 	}
-	if n := notes(in); len(n) > 0 {
+	n := notesFor(in, true)
+	if idleNote != "" {
+		n = append(n, idleNote)
+	}
+	if len(n) > 0 {
 		doc.sections = append(doc.sections, section{title: "Notes", lines: n})
 	}
 	return doc
@@ -135,7 +140,16 @@ func figuresSection(in *Input) section {
 	per("alloc retries", func(c *col) string { return strconv.FormatInt(c.f.AllocRetries, 10) })
 	per("OOMs", func(c *col) string { return strconv.FormatInt(c.f.OOMs, 10) })
 	if prof != nil {
-		per("device calls", func(c *col) string { return deviceCalls(&c.f) })
+		if len(cols) > 1 {
+			// A row per call, as compare prints them: the four in one
+			// cell made every device's column 50 characters wide.
+			per("cudaMalloc", func(c *col) string { return strconv.FormatUint(c.f.DeviceMallocs, 10) })
+			per("cudaFree", func(c *col) string { return strconv.FormatUint(c.f.DeviceFrees, 10) })
+			per("cuMemMap", func(c *col) string { return strconv.FormatUint(c.f.DeviceMaps, 10) })
+			per("cuMemUnmap", func(c *col) string { return strconv.FormatUint(c.f.DeviceUnmaps, 10) })
+		} else {
+			per("device calls", func(c *col) string { return deviceCalls(&c.f) })
+		}
 		per(deviceTimeLabel(total.DeviceTimeMeasured), func(c *col) string { return duration(c.f.DeviceTimeNS) })
 	}
 	return s
@@ -148,7 +162,7 @@ func sitesSection(in *Input) *section {
 	}
 	// The profile's order: bytes held at the peak, live plus stranded.
 	n := min(in.top(), len(sites.Sites))
-	s := &section{title: fmt.Sprintf("Top %d allocation sites at peak", n),
+	s := &section{title: fmt.Sprintf("Top %d allocation sites at peak (ranked by live + stranded bytes)", n),
 		header: []string{"#", "site", "live at peak", "stranded at peak", "allocs", "allocated"},
 		right:  []bool{true, false, true, true, true, true}}
 	names := siteNames(in, sites.Sites[:n])

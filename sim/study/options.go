@@ -113,6 +113,18 @@ func (s *study) openState() error {
 		case errors.Is(err, os.ErrNotExist):
 			// Nothing to resume: start the study (a script can always
 			// pass --resume, as the seeds' make target resumed).
+		case errors.Is(err, ErrNoHeader):
+			// Stopped as it was created: no trial to keep, so it starts
+			// afresh, as a missing file does.
+			if o.Warn != nil {
+				fmt.Fprintf(o.Warn, "warning: %s: no complete header line (the study stopped as it created the file); starting the study afresh\n", o.State)
+			}
+			w, err := restartState(o.State, h)
+			if err != nil {
+				return err
+			}
+			s.w = w
+			return nil
 		case err != nil:
 			return err
 		default:

@@ -169,12 +169,31 @@ func (s *Space) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// MaxSpaceBytes bounds a search space file: the seeds' study is about
+// 2 KiB of JSON, and a space of a hundred custom models under 100 KiB.
+// The bound keeps a wrong path (/dev/zero, a trace) from filling memory.
+const MaxSpaceBytes = 1 << 20
+
 // LoadSpace reads a space from a JSON file. Errors name the file and the
 // field (and the line and column for malformed JSON).
 func LoadSpace(path string) (Space, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return Space{}, err
+	}
+	defer f.Close()
+	return readSpace(f, path, MaxSpaceBytes)
+}
+
+// readSpace reads and parses a space of at most max bytes from r (path
+// names it in errors).
+func readSpace(r io.Reader, path string, max int) (Space, error) {
+	b, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return Space{}, fmt.Errorf("%s: %v", path, err)
+	}
+	if len(b) > max {
+		return Space{}, fmt.Errorf("%s: larger than %d bytes: not a search space file", path, max)
 	}
 	s, err := parseSpace(b)
 	var pe *posError

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/memreplay/memreplay/sim/trial"
 )
@@ -157,14 +158,30 @@ func (s *State) ClockUS() int64 {
 	return c
 }
 
+// MaxStateLine bounds one line of a state file. A trial's line is under
+// a KiB; the header embeds the search space, itself at most MaxSpaceBytes,
+// so four times that leaves room for any real study while a stream with
+// no newline (/dev/zero, a binary file) fails after reading 4 MiB instead
+// of filling memory.
+const MaxStateLine = 4 * MaxSpaceBytes
+
 // ReadState reads a state file (name is used in errors).
 func ReadState(r io.Reader, name string) (*State, error) {
+	return readState(r, name, MaxStateLine)
+}
+
+// readState is ReadState with the line bound as a parameter, for the fuzz
+// test to reach it with small inputs.
+func readState(r io.Reader, name string, maxLine int) (*State, error) {
 	st := &State{}
 	br := bufio.NewReaderSize(r, 64<<10)
 	seen := map[int]bool{}
 	var off int64
 	for line := 1; ; line++ {
-		b, err := br.ReadBytes('\n')
+		b, err := readLine(br, maxLine)
+		if errors.Is(err, errLongLine) {
+			return nil, fmt.Errorf("%s:%d: line longer than %d bytes: not a study state file", name, line, maxLine)
+		}
 		if err != nil && err != io.EOF {
 			return nil, fmt.Errorf("%s:%d: %v", name, line, err)
 		}
@@ -174,6 +191,10 @@ func ReadState(r io.Reader, name string) (*State, error) {
 		complete := b[len(b)-1] == '\n'
 		perr := st.parseLine(bytes.TrimSpace(b), line, seen)
 		if perr != nil {
+			if !complete && line == 1 && !headerStart(b) {
+				// Not a header cut short: some other file.
+				return nil, fmt.Errorf("%s:%d: %v", name, line, perr)
+			}
 			if !complete {
 				// The last line, cut by a kill: drop it.
 				st.Torn, st.TornAt = true, off
@@ -188,9 +209,45 @@ func ReadState(r io.Reader, name string) (*State, error) {
 		}
 	}
 	if st.Header.Kind == "" {
-		return nil, fmt.Errorf("%s: no header line: not a study state file, or empty", name)
+		// Empty, or a header cut short: the study stopped (killed, or the
+		// disk full) while creating the file, before any trial.
+		return nil, fmt.Errorf("%s: %w", name, ErrNoHeader)
 	}
 	return st, nil
+}
+
+// ErrNoHeader is a state file that is empty or holds only the start of
+// its header line: the study stopped while creating it, before its first
+// trial. --resume starts such a study afresh; there is nothing to report.
+var ErrNoHeader = errors.New("no complete header line: the study stopped as it created the file (killed, or the disk full), before any trial")
+
+// headerStart reports whether b could be the start of a header line as
+// createState writes it: only such a torn first line is taken for a study
+// cut short at creation, never an unrelated file.
+func headerStart(b []byte) bool {
+	const start = `{"kind":"header",`
+	if len(b) <= len(start) {
+		return strings.HasPrefix(start, string(b))
+	}
+	return bytes.HasPrefix(b, []byte(start))
+}
+
+var errLongLine = errors.New("line too long")
+
+// readLine is bufio.Reader.ReadBytes('\n') that gives up with errLongLine
+// once the line, newline included, would pass max bytes.
+func readLine(br *bufio.Reader, max int) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if len(line)+len(frag) > max {
+			return nil, errLongLine
+		}
+		line = append(line, frag...)
+		if err != bufio.ErrBufferFull {
+			return line, err
+		}
+	}
 }
 
 func (st *State) parseLine(b []byte, line int, seen map[int]bool) error {
@@ -310,6 +367,23 @@ func createState(path string, h Header) (*stateWriter, error) {
 		if errors.Is(err, os.ErrExist) {
 			return nil, fmt.Errorf("%s exists: resume it (--resume) or choose another state file", path)
 		}
+		return nil, err
+	}
+	w := &stateWriter{f: f, path: path}
+	if err := w.write(h); err != nil {
+		// A file without its header cannot be resumed: leave none.
+		f.Close()
+		os.Remove(path)
+		return nil, err
+	}
+	return w, nil
+}
+
+// restartState rewrites a state file that holds no complete header
+// (ErrNoHeader) as a new study's.
+func restartState(path string, h Header) (*stateWriter, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
 		return nil, err
 	}
 	w := &stateWriter{f: f, path: path}

@@ -265,7 +265,10 @@ func TestReadStateErrors(t *testing.T) {
 	require.GreaterOrEqual(t, len(lines), 4)
 
 	for _, c := range []struct{ name, body, want string }{
-		{"empty", "", "no header line"},
+		{"empty", "", "no complete header line"},
+		{"torn header", lines[0][:20], "s.jsonl: no complete header line"},
+		{"torn other", `{"kind":"trial"`, "s.jsonl:1: not a JSON object"},
+		{"binary", "\x00\x01", "s.jsonl:1: not a JSON object"},
 		{"no header", lines[1], "s.jsonl:1: first line is \"trial\""},
 		{"bad middle", lines[0] + "{oops\n" + lines[1], "s.jsonl:2: not a JSON object"},
 		{"duplicate", lines[0] + lines[1] + lines[1], "recorded twice"},
