@@ -16,7 +16,9 @@ build:
 demo:
 	$(GO) run ./cmd/memreplay demo
 
-# gofmt (fails on any output), go vet, and the race-enabled tests.
+# gofmt (fails on any output), go vet, and the race-enabled tests, which end
+# with a summary of the tests skipped and why (internal/testsummary; plain
+# go test hides skips).
 test: fmt-check vet race
 
 fmt-check:
@@ -27,7 +29,7 @@ vet:
 	$(GO) vet ./...
 
 race:
-	$(GO) test -race -count=1 ./...
+	GO=$(GO) $(GO) run ./internal/testsummary -race -count=1 ./...
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the trace
 # importers, the replay, memory_stats files, the trial spec, the study's

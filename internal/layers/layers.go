@@ -57,9 +57,10 @@ var Names = [...]string{"internal", "trace", "allocator", "sim", "profiler", "cm
 //     package under sim/ named for what it is, at the step above what it uses;
 //   - a renderer: profiler/report.
 var Packages = map[string]Place{
-	"internal/datadriven": {Internal, 0},
-	"internal/fakecuda":   {Internal, 0},
-	"internal/layers":     {Internal, 0},
+	"internal/datadriven":  {Internal, 0},
+	"internal/fakecuda":    {Internal, 0},
+	"internal/layers":      {Internal, 0},
+	"internal/testsummary": {Internal, 0},
 
 	"trace": {Trace, 0},
 
