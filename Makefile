@@ -4,12 +4,20 @@
 GO ?= go
 FUZZTIME ?= 5m
 
-.PHONY: all build demo test fmt-check vet race fuzz bench figures
+.PHONY: all build install demo test fmt-check vet race fuzz bench figures
 
 all: build
 
 build:
 	$(GO) build ./...
+
+# The memreplay command, where `go install` puts it: $(go env GOBIN), or
+# $(go env GOPATH)/bin when GOBIN is unset. That folder must be on PATH.
+install:
+	$(GO) install ./cmd/memreplay
+	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH | cut -d: -f1)/bin; \
+	echo "installed $$bin/memreplay"; \
+	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "$$bin is not on PATH: export PATH=\"$$bin:\$$PATH\"";; esac
 
 # The main job on the embedded default: the allocator on the built-in
 # workload on a simulated 24 GiB GPU.

@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/report"
@@ -72,6 +71,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	format := fs.String("format", "table", "output: table, json or markdown")
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	html := fs.String("html", "", "also write a self-contained HTML page with P(OOM) and throughput against PAR to this file")
+	showProgress := fs.Bool("progress", true, "show progress (mixes done, time left) on stderr when it is a terminal")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -153,15 +153,8 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		o.Sample = simpar.FromSpecs(space.Sample, *steps)
 	}
 
-	if p := newProgress(stderr, "par", 0, true); p != nil {
-		o.Progress = func(done, total int) {
-			if time.Since(p.start) < time.Second || time.Since(p.last) < 200*time.Millisecond {
-				return
-			}
-			p.last = time.Now()
-			fmt.Fprintf(p.w, "\rpar: %d/%d mixes (%.0f%%)   ", done, total, 100*float64(done)/float64(total))
-			p.drawn = true
-		}
+	if p := newProgress(stderr, "par", 0, *showProgress); p != nil {
+		o.Progress = p.mixes
 		defer p.done()
 	}
 	rep, err := simpar.Run(o)
