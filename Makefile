@@ -19,8 +19,9 @@ install:
 	echo "installed $$bin/memreplay"; \
 	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "$$bin is not on PATH: export PATH=\"$$bin:\$$PATH\"";; esac
 
-# The main job on the embedded default: the allocator on the built-in
-# workload on a simulated 24 GiB GPU.
+# A first look: BERT-base trials of the trial model, one after another in one
+# process on a simulated 24 GiB GPU, under PyTorch's defaults and expandable
+# segments.
 demo:
 	$(GO) run ./cmd/memreplay demo
 

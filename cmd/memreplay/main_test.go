@@ -40,8 +40,14 @@ func TestDemoRuns(t *testing.T) {
 	code, stdout, stderr := runCLI("demo", "--trials", "3", "--steps", "1")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "expandable_segments:True")
-	require.Contains(t, stdout, "(default)")
-	require.Equal(t, 1, strings.Count(stdout, "Built-in workload"))
+	require.Contains(t, stdout, "(PyTorch defaults)")
+	require.Equal(t, 1, strings.Count(stdout, "3 BERT-base fine-tuning trials of 1 steps"))
+	// An ASCII table with the header as written, like every other command's.
+	require.Contains(t, stdout, "| alloc-conf ")
+	require.Contains(t, stdout, "+-----")
+	for i, r := range stdout {
+		require.Less(t, r, rune(128), "non-ASCII %q at byte %d:\n%s", r, i, stdout)
+	}
 }
 
 func TestDemoFailOnOOM(t *testing.T) {

@@ -73,11 +73,11 @@ var Packages = map[string]Place{
 	"sim/trial":                      {Sim, 1},
 	"sim/replay":                     {Sim, 1},
 	"sim/workers":                    {Sim, 1},
-	"sim/demo":                       {Sim, 1},
 	"sim/replay/realgpu":             {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
 	"sim/par":                        {Sim, 2},
 	"sim/study":                      {Sim, 2},
+	"sim/demo":                       {Sim, 2},
 
 	"profiler":        {Profiler, 0},
 	"profiler/report": {Profiler, 1},
