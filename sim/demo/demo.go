@@ -75,10 +75,10 @@ type Result struct {
 	// PeakAllocated and PeakReserved are the process's allocator's peaks
 	// over all trials (allocated_bytes and reserved_bytes .all.peak).
 	PeakAllocated, PeakReserved uint64
-	Retries        int64
-	FirstOOM       string // the first OOM's message and its trial, if any
-	DeviceTime     time.Duration
-	Events         int64
+	Retries                     int64
+	FirstOOM                    string // the first OOM's message and its trial, if any
+	DeviceTime                  time.Duration
+	Events                      int64
 }
 
 // Run runs the trials under the settings string conf.
