@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -77,5 +78,24 @@ func TestNoColorAccepted(t *testing.T) {
 	for _, c := range []string{"replay", "compare", "report", "inspect", "par", "trials"} {
 		_, stdout, _ := runCLI("help", c)
 		require.Contains(t, stdout, "--no-color", c)
+	}
+}
+
+// The product speaks of what things are: the default study is the
+// BERT-family study, never a name from the project's planning documents.
+func TestHelpNamesTheStudyForWhatItIs(t *testing.T) {
+	seeds := regexp.MustCompile(`(?i)\bseeds\b`)
+	texts := map[string]string{"usage": usage}
+	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo"} {
+		_, stdout, _ := runCLI("help", c)
+		texts[c] = stdout
+	}
+	for name, text := range texts {
+		require.False(t, seeds.MatchString(text), "help %s says %q", name, seeds.FindString(text))
+	}
+	require.Contains(t, texts["par"], "BERT-family study on\na 24 GiB card")
+	for _, setting := range []string{"expandable_segments:True", "max_split_size_mb:N", "garbage_collection_threshold:F", "roundup_power2_divisions:N"} {
+		require.Contains(t, texts["par"], "\n  "+setting+"\n      ", "par's help explains %s", setting)
+		require.Contains(t, texts["trials"], "\n  "+setting+"\n      ", "trials' help explains %s", setting)
 	}
 }
