@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -98,4 +100,20 @@ func TestHelpNamesTheStudyForWhatItIs(t *testing.T) {
 		require.Contains(t, texts["par"], "\n  "+setting+"\n      ", "par's help explains %s", setting)
 		require.Contains(t, texts["trials"], "\n  "+setting+"\n      ", "trials' help explains %s", setting)
 	}
+}
+
+// docs/cli.md's command table and the usage list the same commands.
+func TestCLIDocListsEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	require.NoError(t, err)
+	inDoc := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z]+) ").FindAllStringSubmatch(string(doc), -1) {
+		inDoc[m[1]] = true
+	}
+	inUsage := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  memreplay ([a-z]+) `).FindAllStringSubmatch(usage, -1) {
+		inUsage[m[1]] = true
+	}
+	require.NotEmpty(t, inUsage)
+	require.Equal(t, inUsage, inDoc, "commands in the usage vs in docs/cli.md's table")
 }
