@@ -29,7 +29,7 @@ peak allocated and reserved bytes, the share of the reservation the trials
 never used at once (waste), the allocator's retries (a failed cudaMalloc
 that freed the cache and tried again) and the modelled time of the device
 calls; then the first out-of-memory message, as PyTorch words it.
-
+` + allocSettingsHelp + `
 Examples:
   memreplay demo
   memreplay demo --alloc-conf "" --alloc-conf expandable_segments:True
