@@ -4,19 +4,30 @@
 GO ?= go
 FUZZTIME ?= 5m
 
-.PHONY: all build demo test fmt-check vet race fuzz bench figures
+.PHONY: all build install demo test fmt-check vet race fuzz bench figures
 
 all: build
 
 build:
 	$(GO) build ./...
 
-# The main job on the embedded default: the allocator on the built-in
-# workload on a simulated 24 GiB GPU.
+# The memreplay command, where `go install` puts it: $(go env GOBIN), or
+# $(go env GOPATH)/bin when GOBIN is unset. That folder must be on PATH.
+install:
+	$(GO) install ./cmd/memreplay
+	@bin=$$($(GO) env GOBIN); [ -n "$$bin" ] || bin=$$($(GO) env GOPATH | cut -d: -f1)/bin; \
+	echo "installed $$bin/memreplay"; \
+	case ":$$PATH:" in *":$$bin:"*) ;; *) echo "$$bin is not on PATH: export PATH=\"$$bin:\$$PATH\"";; esac
+
+# A first look: BERT-base trials of the trial model, one after another in one
+# process on a simulated 24 GiB GPU, under PyTorch's defaults and expandable
+# segments.
 demo:
 	$(GO) run ./cmd/memreplay demo
 
-# gofmt (fails on any output), go vet, and the race-enabled tests.
+# gofmt (fails on any output), go vet, and the race-enabled tests, which end
+# with a summary of the tests skipped and why (internal/testsummary; plain
+# go test hides skips).
 test: fmt-check vet race
 
 fmt-check:
@@ -27,7 +38,7 @@ vet:
 	$(GO) vet ./...
 
 race:
-	$(GO) test -race -count=1 ./...
+	GO=$(GO) $(GO) run ./internal/testsummary -race -count=1 ./...
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the trace
 # importers, the replay, memory_stats files, the trial spec, the study's

@@ -7,7 +7,7 @@ a fresh CUDA context, as a trial worker's first trial does): BERT-base
 built from its configuration (no downloaded weights: random init, which
 allocates exactly what loaded weights would) with a sequence-classification
 head, transformers' BertForSequenceClassification when transformers imports
-(the GPU machines have it; what the seeds' study fine-tuned), else the same
+(the GPU machines have it; what the BERT-family study fine-tuned), else the same
 shapes from torch.nn.TransformerEncoder (--model), AdamW, and N training steps on random tokens at one
 (batch size, sequence length, precision) point of a small grid, recorded
 with PyTorch's own allocator:
@@ -27,7 +27,7 @@ DIR/index.json lists them all.
     python bench/gpu_record_trials.py --out-dir $OUT/trials
     python bench/gpu_record_trials.py --out-dir $OUT/trials --batches 8,32 --seqs 128,512 --dtypes fp16
     python bench/gpu_record_trials.py --out-dir $OUT/trials24 --gpu-memory 24GiB --batches 32,64,128 --seqs 512
-        # the seeds' 24 GiB GPU on a larger one: the big trials run out of memory
+        # the BERT-family study's 24 GiB GPU on a larger one: the big trials run out of memory
 
 To commit some to traces/: copy the .pickle with its .stats.json and
 .meta.json to traces/pytorch-recorded/ (or similar), check each with
@@ -59,11 +59,11 @@ def parse_args():
     p.add_argument("--max-entries", type=int, default=1_000_000, help="_record_memory_history ring size")
     p.add_argument("--alloc-conf", default=None, help="PYTORCH_CUDA_ALLOC_CONF for the trials")
     p.add_argument("--gpu-memory", default=None,
-                   help="limit each trial to this much of the GPU (e.g. 24GiB, the seeds' GPU) with "
+                   help="limit each trial to this much of the GPU (e.g. 24GiB, the BERT-family study's GPU) with "
                         "torch.cuda.set_per_process_memory_fraction, so that a large GPU records the OOMs "
                         "and retries of a small one; the names get the size as a suffix")
     p.add_argument("--model", choices=["auto", "hf", "torch"], default="auto",
-                   help="hf: transformers' BertForSequenceClassification(BertConfig()) (what the seeds' study "
+                   help="hf: transformers' BertForSequenceClassification(BertConfig()) (what the BERT-family study "
                         "fine-tuned, built from its config, no download); torch: the same shapes from "
                         "torch.nn.TransformerEncoder; auto: hf when transformers imports, else torch")
     p.add_argument("--python", default=sys.executable)

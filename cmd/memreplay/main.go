@@ -5,9 +5,9 @@
 // a self-contained HTML memory report, `inspect` says what a trace holds,
 // `convert` writes memreplay's streaming trace format; `par` answers how
 // many trials fit on one GPU at once, `trials` runs a whole HPO study on
-// the simulated GPU with the seeds' policies, `synth` generates the trace
-// of one fine-tuning trial from its hyperparameters, and `demo` runs a
-// built-in fine-tuning workload.
+// the simulated GPU with its between-trial policies as switches, `synth`
+// generates the trace of one fine-tuning trial from its hyperparameters,
+// and `demo` runs a few generated trials one after another.
 //
 // Exit codes: 0 ok; 1 the run worked but a check failed (with --fail-on-oom,
 // an out-of-memory error); 2 bad usage or bad input.
@@ -34,7 +34,7 @@ Usage:
   memreplay par [flags] [TRACE...]   how many trials fit on one GPU at once (PAR)
   memreplay trials [flags]           run an HPO study on the simulated GPU
   memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
-  memreplay demo [flags]             run the allocator on a built-in fine-tuning workload
+  memreplay demo [flags]             generated fine-tuning trials on a simulated GPU, no trace needed
   memreplay help [command]           show help
 
 TRACE is a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot),

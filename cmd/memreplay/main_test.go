@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -46,8 +49,14 @@ func TestDemoRuns(t *testing.T) {
 	code, stdout, stderr := runCLI("demo", "--trials", "3", "--steps", "1")
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "expandable_segments:True")
-	require.Contains(t, stdout, "(default)")
-	require.Equal(t, 1, strings.Count(stdout, "Built-in workload"))
+	require.Contains(t, stdout, "(PyTorch defaults)")
+	require.Equal(t, 1, strings.Count(stdout, "3 BERT-base fine-tuning trials of 1 steps"))
+	// An ASCII table with the header as written, like every other command's.
+	require.Contains(t, stdout, "| alloc-conf ")
+	require.Contains(t, stdout, "+-----")
+	for i, r := range stdout {
+		require.Less(t, r, rune(128), "non-ASCII %q at byte %d:\n%s", r, i, stdout)
+	}
 }
 
 func TestDemoFailOnOOM(t *testing.T) {
@@ -78,4 +87,42 @@ func TestNoColorAccepted(t *testing.T) {
 		_, stdout, _ := runCLI("help", c)
 		require.Contains(t, stdout, "--no-color", c)
 	}
+}
+
+// The product speaks of what things are: the default study is the
+// BERT-family study, never a name from the project's planning documents.
+func TestHelpNamesTheStudyForWhatItIs(t *testing.T) {
+	seeds := regexp.MustCompile(`(?i)\bseeds\b`)
+	texts := map[string]string{"usage": usage}
+	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo"} {
+		_, stdout, _ := runCLI("help", c)
+		texts[c] = stdout
+	}
+	for name, text := range texts {
+		require.False(t, seeds.MatchString(text), "help %s says %q", name, seeds.FindString(text))
+	}
+	require.Contains(t, texts["par"], "BERT-family study on\na 24 GiB card")
+	for _, setting := range []string{"expandable_segments:True", "max_split_size_mb:N", "garbage_collection_threshold:F", "roundup_power2_divisions:N"} {
+		require.Contains(t, texts["par"], "\n  "+setting+"\n      ", "par's help explains %s", setting)
+		require.Contains(t, texts["trials"], "\n  "+setting+"\n      ", "trials' help explains %s", setting)
+	}
+}
+
+// docs/cli.md's command table and the usage list the same commands.
+func TestCLIDocListsEveryCommand(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "cli.md"))
+	require.NoError(t, err)
+	// The command table is the page's first section; later tables (the
+	// limits) may name commands too.
+	table, _, _ := strings.Cut(string(doc), "\n## ")
+	inDoc := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-z]+) ").FindAllStringSubmatch(table, -1) {
+		inDoc[m[1]] = true
+	}
+	inUsage := map[string]bool{}
+	for _, m := range regexp.MustCompile(`(?m)^  memreplay ([a-z]+) `).FindAllStringSubmatch(usage, -1) {
+		inUsage[m[1]] = true
+	}
+	require.NotEmpty(t, inUsage)
+	require.Equal(t, inUsage, inDoc, "commands in the usage vs in docs/cli.md's table")
 }

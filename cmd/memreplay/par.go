@@ -6,7 +6,6 @@ import (
 	"io"
 	"math"
 	"strings"
-	"time"
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/report"
@@ -24,9 +23,9 @@ to --max-par it runs --mixes random mixes on a simulated GPU: k worker
 processes, each with its own CUDA context and caching allocator, sharing the
 GPU's memory, starting at random offsets and running --trials-per-worker
 trials in turn (their caches carry over, as an Optuna worker's does). Trials
-are drawn from the search space (the seeds' BERT/RoBERTa/DeBERTa study by
-default, or --space), or from TRACE files (a file's trial_start/trial_end
-pairs, or the whole file, are its trials).
+are drawn from a search space (--space; by default the BERT-family study on
+a 24 GiB card, see below), or from TRACE files (a file's
+trial_start/trial_end pairs, or the whole file, are its trials).
 
 For every k it prints OOMs, alloc retries, the GPU's peak use against its
 capacity, headroom, waste, P(at least one OOM in a mix) with its Wilson
@@ -34,10 +33,21 @@ upper bound at --confidence, and trials per hour relative to PAR 1; then the
 largest PAR that is safe at that confidence (its bound, and every smaller
 PAR's, below 1 - confidence), next to the hand estimate
 floor(0.9 x capacity / (peak reserved of one trial + context)). The same
-seed gives the same report. docs/par.md explains the model.
+seed gives the same report. A full search takes a minute or two: progress
+(mixes done, time left) shows on stderr when it is a terminal.
+docs/par.md explains the model.
+` + studySpaceHelp + allocSettingsHelp + `
+Between trials (each worker, after each of its trials):
+  (nothing)       the cache stays as the trial left it: the next trial reuses
+                  its free blocks, and other workers cannot have that memory
+  --empty-cache   torch.cuda.empty_cache(): every cached segment with no live
+                  block goes back to the GPU, for any worker to use
+  --double-clear  empty_cache(), synchronize(), gc.collect(), empty_cache():
+                  the second empty_cache also returns blocks that waited on
+                  another stream's work at the first
 
 Examples:
-  # the seeds' question: 24 GiB, their space, defaults vs expandable segments
+  # 24 GiB, the BERT-family study, PyTorch's defaults vs expandable segments
   memreplay par
   # more mixes for a 95% answer, and the fix that empties the cache between trials
   memreplay par --mixes 60 --confidence 0.95 --empty-cache
@@ -62,16 +72,17 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "seed of the mixes (the same seed gives the same report)")
 	confidence := fs.Float64("confidence", simpar.DefaultConfidence, "confidence of the safe-PAR answer, in (0, 1)")
 	perWorker := fs.Int("trials-per-worker", simpar.DefaultTrialsPerWorker, "trials each worker runs in turn in a mix")
-	spaceFile := fs.String("space", "", "search space JSON file (default: the seeds' study)")
-	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (the seeds' space before their OOM fix)")
+	spaceFile := fs.String("space", "", "search space JSON file (default: the BERT-family study; docs/trials.md gives the format)")
+	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (every model draws from the full lists, as the BERT-family study did before its OOM fix)")
 	steps := fs.Int("steps", 0, "optimizer steps per trial (0: the space's, else sim/trial's default); fewer run faster")
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after every trial")
-	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
+	doubleClear := fs.Bool("double-clear", false, "the double clear after every trial: empty_cache, synchronize, gc.collect, empty_cache")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	html := fs.String("html", "", "also write a self-contained HTML page with P(OOM) and throughput against PAR to this file")
+	showProgress := fs.Bool("progress", true, "show progress (mixes done, time left) on stderr when it is a terminal")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
@@ -135,8 +146,8 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		o.Sample = simpar.Pool(trials)
 		o.Source = fmt.Sprintf("%d trials from %s", len(trials), strings.Join(fs.Args(), ", "))
 	} else {
-		space := study.SeedsSpace()
-		o.Source = "the seeds' search space"
+		space := study.BERTFamilySpace()
+		o.Source = "the BERT-family study's search space"
 		if *spaceFile != "" {
 			if space, err = study.LoadSpace(*spaceFile); err != nil {
 				return inputError{err}
@@ -153,15 +164,8 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		o.Sample = simpar.FromSpecs(space.Sample, *steps)
 	}
 
-	if p := newProgress(stderr, "par", 0, true); p != nil {
-		o.Progress = func(done, total int) {
-			if time.Since(p.start) < time.Second || time.Since(p.last) < 200*time.Millisecond {
-				return
-			}
-			p.last = time.Now()
-			fmt.Fprintf(p.w, "\rpar: %d/%d mixes (%.0f%%)   ", done, total, 100*float64(done)/float64(total))
-			p.drawn = true
-		}
+	if p := newProgress(stderr, "par", 0, *showProgress); p != nil {
+		o.Progress = p.mixes
 		defer p.done()
 	}
 	rep, err := simpar.Run(o)

@@ -32,12 +32,12 @@ func quickPar(space string, extra ...string) []string {
 		"--max-par", "3", "--mixes", "4", "--trials-per-worker", "2"}, extra...)
 }
 
-func TestParSeedsSpace(t *testing.T) {
+func TestParBERTFamilySpace(t *testing.T) {
 	// The default workload, as small as it goes: one mix of one trial.
 	var out, errb bytes.Buffer
 	require.NoError(t, parCmd([]string{"--max-par", "1", "--mixes", "1", "--trials-per-worker", "1", "--steps", "1",
 		"--alloc-conf", "expandable_segments:True"}, &out, &errb), errb.String())
-	assert.Contains(t, out.String(), "the seeds' search space, 1 steps per trial")
+	assert.Contains(t, out.String(), "the BERT-family study's search space, 1 steps per trial")
 	assert.Contains(t, out.String(), "alloc-conf expandable_segments:True")
 }
 

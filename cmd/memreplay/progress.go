@@ -21,6 +21,13 @@ type progress struct {
 	drawn bool
 }
 
+// progressDelay is how long a run goes before its progress is drawn, so
+// short runs print nothing (a variable for the tests).
+var progressDelay = time.Second
+
+// progressEvery is the least time between two redraws.
+var progressEvery = 200 * time.Millisecond
+
 func newProgress(w io.Writer, label string, total int64, enabled bool) *progress {
 	f, ok := w.(*os.File)
 	if !enabled || !ok || !(isatty.IsTerminal(f.Fd()) || isatty.IsCygwinTerminal(f.Fd())) {
@@ -38,7 +45,7 @@ func (p *progress) update(n int64) {
 		return
 	}
 	now := time.Now()
-	if now.Sub(p.start) < time.Second || now.Sub(p.last) < 200*time.Millisecond {
+	if now.Sub(p.start) < progressDelay || now.Sub(p.last) < progressEvery {
 		return
 	}
 	p.last = now
@@ -48,6 +55,25 @@ func (p *progress) update(n int64) {
 	} else {
 		fmt.Fprintf(p.w, "\r%s: %d events (%.1fM events/s)   ", p.label, n, rate/1e6)
 	}
+	p.drawn = true
+}
+
+// mixes is sim/par's Progress: mixes done of all, with the time left at
+// the rate so far (mixes take alike long on average: they draw from one
+// space).
+func (p *progress) mixes(done, total int) {
+	now := time.Now()
+	if now.Sub(p.start) < progressDelay || now.Sub(p.last) < progressEvery || total <= 0 {
+		return
+	}
+	p.last = now
+	elapsed := now.Sub(p.start)
+	line := fmt.Sprintf("%s: %d/%d mixes (%.0f%%), %s", p.label, done, total, 100*float64(done)/float64(total), elapsed.Round(time.Second))
+	if done > 0 && done < total {
+		left := time.Duration(float64(elapsed) * float64(total-done) / float64(done))
+		line += fmt.Sprintf(", about %s left", left.Round(time.Second))
+	}
+	fmt.Fprintf(p.w, "\r%s   ", line)
 	p.drawn = true
 }
 

@@ -180,12 +180,12 @@ func writeHTML(path string, r *report.HTMLReport) error {
 	return f.commit()
 }
 
-// namedTrace gives the page a name for a trace whose header records no
-// source file (memreplay's own traces): the path it was read from.
+// namedTrace names the trace in the reports by the path it was read from,
+// as given on the command line, whatever its header records: a snapshot's
+// importer records that path, a memreplay trace nothing or the file it was
+// converted from, and one report of several inputs must name each alike.
 func namedTrace(in *report.Input, path string) {
-	if in.Trace.SourceFile == "" {
-		in.Trace.SourceFile = filepath.Base(path)
-	}
+	in.Trace.SourceFile = path
 }
 
 // runLabel names a single replay's run on the page: its settings.

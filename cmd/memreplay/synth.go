@@ -150,7 +150,7 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if !*quiet {
 		e := s.Estimate()
-		fmt.Fprintf(stdout, "%s: %s, %d events, peak live %s (estimate %s), %d params, modelled duration %v\n",
+		fmt.Fprintf(stdout, "%s: %s, %d events, peak requested %s (estimate %s), %d params, modelled duration %v\n",
 			*out, s, n, gib(peak), gib(e.PeakBytes), m.Params(), s.Duration())
 	}
 	return nil

@@ -12,10 +12,10 @@ const trialsHelp = `Usage: memreplay trials [flags]
        memreplay trials --report STATE.jsonl [STATE.jsonl ...]
 
 Runs a hyperparameter study on a simulated GPU: --trials trials drawn from a
-search space (the seeds' BERT/RoBERTa/DeBERTa fine-tuning study by default,
-with its model-aware batch limits), --par worker processes sharing the GPU,
-each with its own CUDA context and caching allocator, and the seeds' fixes
-as switches. It reports completed, pruned and failed trials, alloc retries,
+search space (--space; by default the BERT-family study on a 24 GiB card,
+with its model-aware batch limits, see below), --par worker processes
+sharing the GPU, each with its own CUDA context and caching allocator, and
+the fixes such a study tries as switches (below). It reports completed, pruned and failed trials, alloc retries,
 restarts, trials per simulated hour, and how fragmentation and "reserved but
 unallocated" move over the study.
 
@@ -26,16 +26,33 @@ interrupted studies from their state files, side by side.
 
 Sticky device errors need a cause: --oom-corrupts P makes an OOM corrupt the
 worker's CUDA context with probability P, so that its next trial fails at
-its first CUDA call (the seeds' "OOM causes CUDA assert, assert corrupts
-context"); --fault-rate P gives each trial a random sticky error. Without
---restart-on-error a worker stops at its first failure.
+its first CUDA call (what the BERT-family study's reports describe as "OOM
+causes CUDA assert, assert corrupts context"); --fault-rate P gives each
+trial a random sticky error. Without --restart-on-error a worker stops at
+its first failure.
+` + studySpaceHelp + allocSettingsHelp + `
+The fixes, each a switch:
+  --prune-on-oom      (on by default) an OOM ends that trial, its tensors
+                      are freed and the worker takes the next; off, the
+                      study stops at the first OOM
+  --empty-cache       torch.cuda.empty_cache() after each trial: cached
+                      segments with no live block go back to the GPU
+  --double-clear      empty_cache(), synchronize(), gc.collect(),
+                      empty_cache(): also returns what waited on a stream
+  --reset-every N     the worker's process exits and a fresh one starts
+                      every N trials: a new CUDA context, an empty cache
+  --estimate-prune    before a trial runs, estimate its peak from its
+                      hyperparameters; prune it if that (plus
+                      --estimate-margin) does not fit capacity/PAR
+  --restart-on-error  after a sticky device error (a corrupted context),
+                      start a fresh process instead of stopping the worker
 
-Examples: the seeds' journey on a 24 GiB GPU
+Examples: the BERT-family study on a 24 GiB GPU, fix by fix
   # PAR 4 with PyTorch's defaults; OOMs corrupt contexts, a supervisor restarts
   memreplay trials --trials 300 --par 4 --oom-corrupts 0.5 --restart-on-error --state par4.jsonl
   # the space before the model-aware limits, and no OOM handling at all
   memreplay trials --trials 300 --par 4 --unconstrained --prune-on-oom=false
-  # their fixes: expandable segments, the double clear, a reset every 50 trials, PAR 3
+  # the study's fixes: expandable segments, the double clear, a reset every 50 trials, PAR 3
   memreplay trials --trials 300 --par 3 --oom-corrupts 0.5 --restart-on-error \
       --alloc-conf expandable_segments:True --double-clear --reset-every 50 --state par3.jsonl
   # ... and PAR 2, with the pre-trial estimate pruning what cannot fit
@@ -54,8 +71,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	trials := fs.Int("trials", 100, "trials in the study (grid sampler: 0 means the whole grid)")
 	par := fs.Int("par", 1, "parallel workers (processes) sharing the GPU")
 	sampler := fs.String("sampler", "random", "random or grid (the grid in an order shuffled by --seed)")
-	spaceFile := fs.String("space", "", "search space JSON file (default: the seeds' study; see docs/trials.md)")
-	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (the seeds' space before their OOM fix)")
+	spaceFile := fs.String("space", "", "search space JSON file (default: the BERT-family study; docs/trials.md gives the format)")
+	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (every model draws from the full lists, as the BERT-family study did before its OOM fix)")
 	steps := fs.Int("steps", 0, "optimizer steps per trial, when given (otherwise the space's; 0: sim/trial's default, 10)")
 	capacity := fs.String("capacity", "24GiB", "GPU memory")
 	ctxOverhead := fs.String("context-overhead", "", "CUDA context per process (default 500MiB)")
@@ -65,7 +82,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	seed := fs.Uint64("seed", 1, "the study's seed (sampler, faults)")
 	pruneOnOOM := fs.Bool("prune-on-oom", true, "an OOM prunes the trial and the study goes on; false: the study stops at the first OOM")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after each trial")
-	doubleClear := fs.Bool("double-clear", false, "the seeds' empty_cache; synchronize; gc.collect(); empty_cache after each trial")
+	doubleClear := fs.Bool("double-clear", false, "empty_cache(); synchronize(); gc.collect(); empty_cache() after each trial")
 	resetEvery := fs.Int("reset-every", 0, "restart each worker's process (fresh context) every N trials; 0: never")
 	estimatePrune := fs.Bool("estimate-prune", false, "prune trials whose estimated peak does not fit capacity/PAR before they run")
 	estimateMargin := fs.Float64("estimate-margin", study.DefaultEstimateMargin, "allocator overhead added to the estimate (0.1 = 10%)")
@@ -133,7 +150,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 			return inputError{err}
 		}
 	} else {
-		o.Space = study.SeedsSpace()
+		o.Space = study.BERTFamilySpace()
 	}
 	if *unconstrained {
 		o.Space = o.Space.Unconstrained()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rogpeppe/go-internal/testscript"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,7 +23,11 @@ func TestMain(m *testing.M) {
 	if args := os.Getenv(childEnv); args != "" {
 		os.Exit(run(strings.Split(args, "\x1f"), os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	// The scripts of TestScripts (script_test.go) call memreplay by name:
+	// testscript puts this binary on their PATH under that name.
+	testscript.Main(m, map[string]func(){
+		"memreplay": func() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) },
+	})
 }
 
 // trialLines counts the finished trials in a state file.

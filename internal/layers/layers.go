@@ -57,10 +57,11 @@ var Names = [...]string{"internal", "trace", "allocator", "sim", "profiler", "cm
 //     package under sim/ named for what it is, at the step above what it uses;
 //   - a renderer: profiler/report.
 var Packages = map[string]Place{
-	"internal/datadriven": {Internal, 0},
-	"internal/fakecuda":   {Internal, 0},
-	"internal/layers":     {Internal, 0},
-	"internal/outfile":    {Internal, 0},
+	"internal/datadriven":  {Internal, 0},
+	"internal/fakecuda":    {Internal, 0},
+	"internal/layers":      {Internal, 0},
+	"internal/outfile":     {Internal, 0},
+	"internal/testsummary": {Internal, 0},
 
 	"trace": {Trace, 0},
 
@@ -73,11 +74,11 @@ var Packages = map[string]Place{
 	"sim/trial":                      {Sim, 1},
 	"sim/replay":                     {Sim, 1},
 	"sim/workers":                    {Sim, 1},
-	"sim/demo":                       {Sim, 1},
 	"sim/replay/realgpu":             {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
 	"sim/par":                        {Sim, 2},
 	"sim/study":                      {Sim, 2},
+	"sim/demo":                       {Sim, 2},
 
 	"profiler":        {Profiler, 0},
 	"profiler/report": {Profiler, 1},

@@ -10,7 +10,7 @@ import (
 // trial model's default 10 steps, in memory (no state file): the cost of
 // answering "what would this study do" per trial simulated.
 func BenchmarkStudy(b *testing.B) {
-	o := Options{Space: SeedsSpace(), Trials: 40, Workers: 4, Seed: 1, Capacity: 24 << 30,
+	o := Options{Space: BERTFamilySpace(), Trials: 40, Workers: 4, Seed: 1, Capacity: 24 << 30,
 		Policy: Policy{PruneOnOOM: true, RestartOnError: true, OOMCorrupts: 0.5}}
 	var events int64
 	for b.Loop() {
@@ -27,7 +27,7 @@ func BenchmarkStudy(b *testing.B) {
 // BenchmarkStudyStateFile is the same study written to a state file, one
 // fsync per trial.
 func BenchmarkStudyStateFile(b *testing.B) {
-	o := Options{Space: SeedsSpace(), Trials: 40, Workers: 4, Seed: 1, Capacity: 24 << 30,
+	o := Options{Space: BERTFamilySpace(), Trials: 40, Workers: 4, Seed: 1, Capacity: 24 << 30,
 		Policy: Policy{PruneOnOOM: true, RestartOnError: true, OOMCorrupts: 0.5}}
 	dir := b.TempDir()
 	i := 0

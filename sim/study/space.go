@@ -67,8 +67,10 @@ type Override struct {
 	Choices Choices
 }
 
-// SeedsSpace is the study in the seeds (../shared/seeds, 002_*.txt, "CUDA Out
-// of Memory (OOM) Fix for HPO", scripts/tune_max.py):
+// BERTFamilySpace is the BERT-family study on a 24 GiB card that this
+// project started from: a 5000-trial Optuna search whose field reports
+// (../shared/seeds, 002_*.txt, "CUDA Out of Memory (OOM) Fix for HPO",
+// scripts/tune_max.py) give its space:
 //
 //   - models: the 7 of MODEL_CHOICES ("Model choices: 7"): bert-base,
 //     bert-large, roberta-base, roberta-large, deberta-v3-base,
@@ -80,27 +82,27 @@ type Override struct {
 //     "xlm-roberta"): max_length 128..384 step 32, batch [8 12 16],
 //     grad_accum [1 2 3 4].
 //
-// The seeds never state the precision, optimizer, attention or padding; the
+// The reports never state the precision, optimizer, attention or padding; the
 // space takes the transformers Trainer's defaults of their time (2025): fp32
 // (no --fp16), AdamW, SDPA attention where the model has it (the default
 // since transformers 4.41), dynamic padding (DataCollatorWithPadding, the
 // Trainer's collator when it is given a tokenizer), and no gradient
-// checkpointing (the seeds mention it only as a "solution" to try). Steps
-// are left to sim/trial's default: the seeds trained 100 epochs with early
+// checkpointing (the reports mention it only as a "solution" to try). Steps
+// are left to sim/trial's default: the study trained 100 epochs with early
 // stopping, which no simulation needs to repeat to see a trial's peak.
 // Unconstrained() gives the space before the fix (the same lists for all).
-func SeedsSpace() Space {
+func BERTFamilySpace() Space {
 	var models []trial.Model
 	for _, n := range []string{"bert-base", "bert-large", "roberta-base", "roberta-large",
 		"deberta-v3-base", "deberta-v3-large", "xlm-roberta-base"} {
 		m, err := trial.LookupModel(n)
 		if err != nil {
-			panic(fmt.Sprintf("study: sim/trial lost a preset the seeds use: %v", err))
+			panic(fmt.Sprintf("study: sim/trial lost a preset the BERT-family study uses: %v", err))
 		}
 		models = append(models, m)
 	}
 	return Space{
-		Name:   "seeds",
+		Name:   "bert-family",
 		Models: models,
 		Choices: Choices{
 			BatchSizes:     []int{8, 12, 16, 24, 32, 48, 64},
@@ -124,8 +126,13 @@ func SeedsSpace() Space {
 	}
 }
 
+// SeedsSpace is BERTFamilySpace.
+//
+// Deprecated: use BERTFamilySpace.
+func SeedsSpace() Space { return BERTFamilySpace() }
+
 // Unconstrained is s without its model-aware limits: every model draws
-// from the default choices (the seeds' space before their OOM fix).
+// from the default choices (the BERT-family study's space before its OOM fix).
 func (s Space) Unconstrained() Space {
 	s.Overrides = nil
 	s.MaxEffectiveBatch = 0

@@ -18,8 +18,8 @@ func isHeavy(name string) bool {
 	return strings.Contains(name, "large") || strings.Contains(name, "xlm-roberta")
 }
 
-func TestSeedsSpaceIsTheSeedsStudy(t *testing.T) {
-	s := SeedsSpace()
+func TestBERTFamilySpaceIsTheStudys(t *testing.T) {
+	s := BERTFamilySpace()
 	require.NoError(t, s.Validate())
 	require.Len(t, s.Models, 7)
 	// Seed 002: base 7 x 6 x 13 = 546 combinations per model, heavy
@@ -41,7 +41,7 @@ func TestSeedsSpaceIsTheSeedsStudy(t *testing.T) {
 }
 
 func TestSampleHonoursConstraintsAndCoversChoices(t *testing.T) {
-	s := SeedsSpace()
+	s := BERTFamilySpace()
 	rng := rand.New(rand.NewPCG(1, 2))
 	seenBatch := map[string]map[int]bool{"heavy": {}, "base": {}}
 	for range 5000 {
@@ -60,7 +60,7 @@ func TestSampleHonoursConstraintsAndCoversChoices(t *testing.T) {
 	assert.Len(t, seenBatch["heavy"], 3, "every heavy batch size is drawn")
 
 	// Without the constraints a heavy model draws the big batches too.
-	u := SeedsSpace().Unconstrained()
+	u := BERTFamilySpace().Unconstrained()
 	big := false
 	for range 2000 {
 		sp := u.Sample(rng)
@@ -73,7 +73,7 @@ func TestSampleHonoursConstraintsAndCoversChoices(t *testing.T) {
 }
 
 func TestSampleIsAFunctionOfTheRNGSeed(t *testing.T) {
-	s := SeedsSpace()
+	s := BERTFamilySpace()
 	for id := range uint64(50) {
 		a := s.Sample(rand.New(rand.NewPCG(7, id)))
 		b := s.Sample(rand.New(rand.NewPCG(7, id)))
@@ -85,7 +85,7 @@ func TestSampleIsAFunctionOfTheRNGSeed(t *testing.T) {
 }
 
 func TestMaxEffectiveBatch(t *testing.T) {
-	s := SeedsSpace()
+	s := BERTFamilySpace()
 	s.MaxEffectiveBatch = 64
 	require.NoError(t, s.Validate())
 	rng := rand.New(rand.NewPCG(3, 3))
@@ -103,7 +103,7 @@ func TestMaxEffectiveBatch(t *testing.T) {
 }
 
 func TestSpaceJSONRoundTrip(t *testing.T) {
-	s := SeedsSpace()
+	s := BERTFamilySpace()
 	s.Models = append(s.Models, trial.Model{Name: "tiny", Layers: 2, Hidden: 128, Heads: 2, Intermediate: 512, Vocab: 1000, MaxPositions: 512})
 	b, err := json.Marshal(s)
 	require.NoError(t, err)
@@ -157,7 +157,7 @@ func TestLoadSpace(t *testing.T) {
 }
 
 func FuzzParseSpace(f *testing.F) {
-	b, _ := json.Marshal(SeedsSpace())
+	b, _ := json.Marshal(BERTFamilySpace())
 	f.Add(b)
 	f.Add([]byte(`{"models": ["bert-base", {"name": "t", "layers": 1, "hidden": 64, "heads": 1, "intermediate": 64, "vocab": 10, "max_positions": 64}], "choices": {"batch_sizes": [1], "seq_lens": [8]}, "max_effective_batch": 1}`))
 	f.Add([]byte(`{"models": ["bert-base"], "choices": {"batch_sizes": [8]}}`))

@@ -15,7 +15,7 @@ import (
 // testSpace is the seeds' space with short trials, so that a study of a
 // few dozen trials runs in well under a second.
 func testSpace() Space {
-	s := SeedsSpace()
+	s := BERTFamilySpace()
 	s.Steps, s.EvalBatches = 2, 1
 	return s
 }
@@ -231,7 +231,7 @@ func TestResumeRefusesOtherOptions(t *testing.T) {
 	o3 := o
 	o3.Space = testSpace().Unconstrained()
 	_, err = Run(o3)
-	require.ErrorContains(t, err, "space: file has seeds, this run seeds-unconstrained")
+	require.ErrorContains(t, err, "space: file has bert-family, this run bert-family-unconstrained")
 
 	// Without --resume an existing file is not overwritten.
 	o4 := o
