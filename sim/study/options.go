@@ -57,6 +57,12 @@ func (o Options) JSON() OptionsJSON {
 // diffOptions names every field (other than trials) where the file's
 // header and the run's options differ.
 func diffOptions(file, run OptionsJSON) ([]string, error) {
+	// State files written before the default space had its present name
+	// call it "seeds" (and "seeds-unconstrained"); the lists are the same,
+	// so such a study still resumes.
+	if rest, ok := strings.CutPrefix(file.Space.Name, "seeds"); ok && strings.HasPrefix(run.Space.Name, "bert-family") {
+		file.Space.Name = "bert-family" + rest
+	}
 	toMap := func(o OptionsJSON) (map[string]json.RawMessage, error) {
 		b, err := json.Marshal(o)
 		if err != nil {

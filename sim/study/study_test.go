@@ -326,3 +326,28 @@ func FuzzReadState(f *testing.F) {
 		assert.Equal(t, len(st.Records), rep.Finished)
 	})
 }
+
+// A state file written when the default space was called "seeds" resumes
+// under its present name: same lists, old label.
+func TestResumeStateOfTheSpaceUnderItsOldName(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "study.jsonl")
+	o := baseOptions(4)
+	o.State = path
+	_, err := Run(o)
+	require.NoError(t, err)
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	old := strings.Replace(string(b), `"bert-family"`, `"seeds"`, 1)
+	require.NotEqual(t, string(b), old, "the header names the space")
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o644))
+
+	o.Resume = true
+	o.Trials = 6
+	res, err := Run(o)
+	require.NoError(t, err)
+	require.Len(t, res.State.Records, 6)
+
+	o.Space = testSpace().Unconstrained()
+	_, err = Run(o)
+	require.ErrorContains(t, err, "space: file has bert-family, this run bert-family-unconstrained")
+}
