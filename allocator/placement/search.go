@@ -1,0 +1,202 @@
+package placement
+
+import (
+	"cmp"
+	"math"
+	"slices"
+	"time"
+)
+
+// solver holds the budget shared by every search of one Solve.
+type solver struct {
+	nodeLimit int64
+	nodes     int64
+	deadline  time.Time
+	out       bool // the budget is spent
+}
+
+// tick counts a node and says whether the budget is spent.
+func (s *solver) tick() bool {
+	if s.out {
+		return true
+	}
+	s.nodes++
+	if s.nodes > s.nodeLimit || (!s.deadline.IsZero() && s.nodes%1024 == 0 && time.Now().After(s.deadline)) {
+		s.out = true
+	}
+	return s.out
+}
+
+// improve binary-searches the capacity between the partition's bound and
+// its best peak: a placement found under a capacity lowers the peak, an
+// exhausted capacity raises the bound, a capacity left unsettled ends the
+// search. floor is a bound already proven for the whole problem: the
+// partition need not get below it. It returns the best offsets, their
+// peak and the bound proven.
+func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uint64, uint64, uint64) {
+	lo := max(in.liveBound(), floor)
+	for lo < peak && s.nodeLimit > 0 && !s.out {
+		mid := lo + (peak-1-lo)/2
+		res, st := newSearch(in, mid).run(s)
+		switch st {
+		case found:
+			offs, peak = res, 0
+			for j, o := range res {
+				peak = max(peak, o+in.size[j])
+			}
+		case exhausted:
+			lo = mid + 1
+		default:
+			return offs, peak, lo
+		}
+	}
+	return offs, peak, lo
+}
+
+type status uint8
+
+const (
+	exhausted status = iota // no placement under the capacity
+	found
+	aborted // the budget ran out
+)
+
+// search is one depth-first search for a canonical placement under a
+// capacity (the package comment says what it builds and how it prunes).
+type search struct {
+	in     *instance
+	cap    uint64
+	placed []bool
+	off    []uint64
+	minOff []uint64 // lowest offset each unplaced buffer can take
+	floor  []uint64 // highest top placed in each section
+	sum    []uint64 // bytes still to place in each section
+	log    []change // undone on backtracking
+	cands  []int    // candidate stack, one frame per depth
+}
+
+// change is an undo record: minOff[idx] or floor[idx] was old.
+type change struct {
+	floor bool
+	idx   int32
+	old   uint64
+}
+
+func newSearch(in *instance, capacity uint64) *search {
+	n := len(in.size)
+	return &search{in: in, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
+		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum)}
+}
+
+func (s *search) run(sv *solver) ([]uint64, status) {
+	st := s.dfs(sv, 0, 0, -1)
+	if st == found {
+		return slices.Clone(s.off), found
+	}
+	return nil, st
+}
+
+func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) status {
+	if sv.tick() {
+		return aborted
+	}
+	in := s.in
+	n := len(in.size)
+	if depth == n {
+		return found
+	}
+	// Dominance: nothing goes at or above the lowest top an unplaced
+	// buffer could reach.
+	minTop := uint64(math.MaxUint64)
+	for u := range n {
+		if !s.placed[u] {
+			minTop = min(minTop, s.minOff[u]+in.size[u])
+		}
+	}
+	base := len(s.cands)
+	for u := range n {
+		if s.placed[u] {
+			continue
+		}
+		o := s.minOff[u]
+		if o < minTop && (o > lastOff || (o == lastOff && in.rank[u] > lastRank)) && o+in.size[u] <= s.cap {
+			s.cands = append(s.cands, u)
+		}
+	}
+	frame := s.cands[base:]
+	slices.SortFunc(frame, func(a, b int) int {
+		if c := cmp.Compare(s.minOff[a], s.minOff[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(in.rank[a], in.rank[b])
+	})
+	for k := base; k < len(s.cands); k++ {
+		u := s.cands[k]
+		mark := len(s.log)
+		o := s.minOff[u]
+		s.place(u, o)
+		st := exhausted
+		if s.feasible(o) {
+			st = s.dfs(sv, depth+1, o, in.rank[u])
+		}
+		if st != exhausted {
+			s.cands = s.cands[:base]
+			return st
+		}
+		s.unplace(u, mark)
+	}
+	s.cands = s.cands[:base]
+	return exhausted
+}
+
+// place puts u at o: the buffers it overlaps can only go above it, and
+// its sections' floors rise to its top.
+func (s *search) place(u int, o uint64) {
+	in := s.in
+	s.placed[u], s.off[u] = true, o
+	top := o + in.size[u]
+	for v := range in.size {
+		if s.placed[v] || !in.overlaps(u, v) {
+			continue
+		}
+		if a := alignUp(top, in.align[v]); s.minOff[v] < a {
+			s.log = append(s.log, change{idx: int32(v), old: s.minOff[v]})
+			s.minOff[v] = a
+		}
+	}
+	for sec := in.lo[u]; sec < in.hi[u]; sec++ {
+		s.log = append(s.log, change{floor: true, idx: sec, old: s.floor[sec]})
+		s.floor[sec] = top
+		s.sum[sec] -= in.size[u]
+	}
+}
+
+// unplace undoes place(u) back to the log's mark.
+func (s *search) unplace(u int, mark int) {
+	in := s.in
+	for i := len(s.log) - 1; i >= mark; i-- {
+		c := s.log[i]
+		if c.floor {
+			s.floor[c.idx] = c.old
+		} else {
+			s.minOff[c.idx] = c.old
+		}
+	}
+	s.log = s.log[:mark]
+	for sec := in.lo[u]; sec < in.hi[u]; sec++ {
+		s.sum[sec] += in.size[u]
+	}
+	s.placed[u] = false
+}
+
+// feasible is section inference: every later buffer goes at or above o
+// (canonical order) and above its section's floor, so what is left to
+// place in a section has to fit between that and the capacity.
+func (s *search) feasible(o uint64) bool {
+	for sec, left := range s.sum {
+		if left > 0 && max(s.floor[sec], o)+left > s.cap {
+			return false
+		}
+	}
+	return true
+}
