@@ -127,15 +127,12 @@ type Solution struct {
 
 // InputError is a buffer the solver cannot take, or a problem too large.
 type InputError struct {
-	Index int // the buffer's position in the input, -1 for the problem
+	Index int // the buffer's position in the input
 	ID    string
 	Msg   string
 }
 
 func (e *InputError) Error() string {
-	if e.Index < 0 {
-		return e.Msg
-	}
 	return fmt.Sprintf("buffer %d (id %q): %s", e.Index, e.ID, e.Msg)
 }
 
@@ -173,7 +170,7 @@ func Check(bufs []Buffer) error {
 		seen[b.ID] = i
 		total += b.Size + max(b.Alignment, 1)
 		if total > MaxTotal {
-			return &InputError{Index: -1, Msg: fmt.Sprintf("sizes add up to more than %d bytes", MaxTotal)}
+			return &InputError{Index: i, ID: b.ID, Msg: fmt.Sprintf("the sizes up to here add up to more than %d bytes", MaxTotal)}
 		}
 	}
 	return nil

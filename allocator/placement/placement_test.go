@@ -233,7 +233,7 @@ func TestSolveRejectsBadInput(t *testing.T) {
 		{[]Buffer{{ID: "a", Lower: 0, Upper: 3, Size: 0}}, "size 0"},
 		{[]Buffer{{ID: "a", Lower: 0, Upper: 3, Size: 1, Alignment: 12}}, "alignment 12 is not a power of two"},
 		{[]Buffer{{ID: "a", Lower: 0, Upper: 1, Size: 1}, {ID: "a", Lower: 0, Upper: 1, Size: 1}}, `buffer 1 (id "a"): duplicate id (also buffer 0)`},
-		{[]Buffer{{ID: "a", Lower: 0, Upper: 1, Size: MaxTotal}, {ID: "b", Lower: 0, Upper: 1, Size: MaxTotal}}, "sizes add up to more than"},
+		{[]Buffer{{ID: "a", Lower: 0, Upper: 1, Size: MaxTotal}, {ID: "b", Lower: 0, Upper: 1, Size: MaxTotal}}, "add up to more than"},
 	} {
 		_, err := Solve(tc.b, Options{})
 		require.Error(t, err)
