@@ -121,7 +121,8 @@ type Solution struct {
 	Proven uint64
 	// Optimal says Peak == Proven: no placement has a lower peak.
 	Optimal bool
-	// Nodes counts the search's nodes (0 when the heuristics were optimal).
+	// Nodes counts the search's nodes, each one buffer tried at one
+	// offset (0 when the heuristics were optimal).
 	Nodes int64
 }
 

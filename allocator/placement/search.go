@@ -97,9 +97,6 @@ func (s *search) run(sv *solver) ([]uint64, status) {
 }
 
 func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) status {
-	if sv.tick() {
-		return aborted
-	}
 	in := s.in
 	n := len(in.size)
 	if depth == n {
@@ -131,6 +128,11 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 		return cmp.Compare(in.rank[a], in.rank[b])
 	})
 	for k := base; k < len(s.cands); k++ {
+		// A node is one buffer tried at one offset: what costs O(n).
+		if sv.tick() {
+			s.cands = s.cands[:base]
+			return aborted
+		}
 		u := s.cands[k]
 		mark := len(s.log)
 		o := s.minOff[u]
