@@ -1,7 +1,6 @@
 package placement
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -27,26 +26,43 @@ func (s *solver) tick() bool {
 	return s.out
 }
 
-// improve binary-searches the capacity between the partition's bound and
-// its best peak: a placement found under a capacity lowers the peak, an
-// exhausted capacity raises the bound, a capacity left unsettled ends the
-// search. floor is a bound already proven for the whole problem: the
-// partition need not get below it. It returns the best offsets, their
-// peak and the bound proven.
+// improve searches for placements under lower capacities than the
+// heuristics' peak. First the bound itself, with a quarter of the budget
+// left: on an easy problem that proves optimality at once. Then down from
+// the incumbent: a search under peak-1 either finds a lower placement (the
+// new incumbent; its first dive is minimalloc's skyline placement, often
+// better than greedy), or exhausts, which proves the peak optimal, or runs
+// out of budget, which ends the work. floor is a bound already proven for
+// the whole problem: the partition need not get below it. It returns the
+// best offsets, their peak and the bound proven.
 func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uint64, uint64, uint64) {
 	lo := max(in.liveBound(), floor)
-	for lo < peak && s.nodeLimit > 0 && !s.out {
-		mid := lo + (peak-1-lo)/2
-		res, st := newSearch(in, mid).run(s)
-		switch st {
-		case found:
+	if s.nodeLimit <= 0 {
+		return offs, peak, lo
+	}
+	try := func(capacity uint64, budget int64) status {
+		res, st := newSearch(in, capacity).run(s, budget)
+		if st == found {
 			offs, peak = res, 0
 			for j, o := range res {
 				peak = max(peak, o+in.size[j])
 			}
+		}
+		return st
+	}
+	if lo < peak {
+		switch try(lo, (s.nodeLimit-s.nodes)/4) {
+		case found:
+			return offs, peak, lo
 		case exhausted:
-			lo = mid + 1
-		default:
+			lo++
+		}
+	}
+	for lo < peak && !s.out {
+		switch try(peak-1, s.nodeLimit-s.nodes) {
+		case exhausted:
+			lo = peak
+		case aborted:
 			return offs, peak, lo
 		}
 	}
@@ -73,6 +89,7 @@ type search struct {
 	sum    []uint64 // bytes still to place in each section
 	log    []change // undone on backtracking
 	cands  []int    // candidate stack, one frame per depth
+	limit  int64    // the solver's node count at which this search stops
 }
 
 // change is an undo record: minOff[idx] or floor[idx] was old.
@@ -88,7 +105,9 @@ func newSearch(in *instance, capacity uint64) *search {
 		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum)}
 }
 
-func (s *search) run(sv *solver) ([]uint64, status) {
+// run searches with at most budget nodes.
+func (s *search) run(sv *solver, budget int64) ([]uint64, status) {
+	s.limit = sv.nodes + budget
 	st := s.dfs(sv, 0, 0, -1)
 	if st == found {
 		return slices.Clone(s.off), found
@@ -120,16 +139,18 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 			s.cands = append(s.cands, u)
 		}
 	}
-	frame := s.cands[base:]
-	slices.SortFunc(frame, func(a, b int) int {
-		if c := cmp.Compare(s.minOff[a], s.minOff[b]); c != 0 {
-			return c
-		}
-		return cmp.Compare(in.rank[a], in.rank[b])
-	})
 	for k := base; k < len(s.cands); k++ {
+		// Selection rather than a sort: a dive tries the first candidate
+		// only, and each one tried costs O(n) anyway.
+		best := k
+		for m := k + 1; m < len(s.cands); m++ {
+			if s.before(s.cands[m], s.cands[best]) {
+				best = m
+			}
+		}
+		s.cands[k], s.cands[best] = s.cands[best], s.cands[k]
 		// A node is one buffer tried at one offset: what costs O(n).
-		if sv.tick() {
+		if sv.tick() || sv.nodes > s.limit {
 			s.cands = s.cands[:base]
 			return aborted
 		}
@@ -149,6 +170,15 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 	}
 	s.cands = s.cands[:base]
 	return exhausted
+}
+
+// before orders the candidates: lowest offset first, then the best
+// heuristic's order.
+func (s *search) before(a, b int) bool {
+	if s.minOff[a] != s.minOff[b] {
+		return s.minOff[a] < s.minOff[b]
+	}
+	return s.in.rank[a] < s.in.rank[b]
 }
 
 // place puts u at o: the buffers it overlaps can only go above it, and
