@@ -27,31 +27,49 @@ func (s *solver) tick() bool {
 }
 
 // improve searches for placements under lower capacities than the
-// heuristics' peak. First the bound itself, with a quarter of the budget
-// left: on an easy problem that proves optimality at once. Then down from
-// the incumbent: a search under peak-1 either finds a lower placement (the
-// new incumbent; its first dive is minimalloc's skyline placement, often
-// better than greedy), or exhausts, which proves the peak optimal, or runs
-// out of budget, which ends the work. floor is a bound already proven for
-// the whole problem: the partition need not get below it. It returns the
-// best offsets, their peak and the bound proven.
+// heuristics' peak, in three steps:
+//
+//  1. one dive under peak-1 (a few nodes a buffer): minimalloc's skyline
+//     placement, often lower than greedy's;
+//  2. the bound itself, with a quarter of the nodes and of the time left:
+//     on an easy problem this proves optimality at once;
+//  3. down from the incumbent: a search under peak-1 either finds a lower
+//     placement (the new incumbent), or exhausts, which proves the peak
+//     optimal, or runs out of budget, which ends the work.
+//
+// floor is a bound already proven for the whole problem: the partition
+// need not get below it. It returns the best offsets, their peak and the
+// bound proven.
 func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uint64, uint64, uint64) {
 	lo := max(in.liveBound(), floor)
 	if s.nodeLimit <= 0 {
 		return offs, peak, lo
 	}
-	try := func(capacity uint64, budget int64) status {
-		res, st := newSearch(in, capacity).run(s, budget)
+	try := func(capacity uint64, nodes int64, share time.Duration) status {
+		sr := newSearch(in, capacity)
+		sr.limit = s.nodes + nodes
+		if share > 0 {
+			sr.deadline = time.Now().Add(share)
+		}
+		st := sr.dfs(s, 0, 0, -1)
 		if st == found {
-			offs, peak = res, 0
-			for j, o := range res {
+			offs, peak = slices.Clone(sr.off), 0
+			for j, o := range sr.off {
 				peak = max(peak, o+in.size[j])
 			}
 		}
 		return st
 	}
+	left := func() int64 { return s.nodeLimit - s.nodes }
+	quarter := time.Duration(0)
+	if !s.deadline.IsZero() {
+		quarter = time.Until(s.deadline) / 4
+	}
+	if lo < peak && try(peak-1, min(4*int64(len(in.size)), left()), quarter) == exhausted {
+		return offs, peak, peak
+	}
 	if lo < peak {
-		switch try(lo, (s.nodeLimit-s.nodes)/4) {
+		switch try(lo, left()/4, quarter) {
 		case found:
 			return offs, peak, lo
 		case exhausted:
@@ -59,7 +77,7 @@ func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uin
 		}
 	}
 	for lo < peak && !s.out {
-		switch try(peak-1, s.nodeLimit-s.nodes) {
+		switch try(peak-1, left(), 0) {
 		case exhausted:
 			lo = peak
 		case aborted:
@@ -80,16 +98,17 @@ const (
 // search is one depth-first search for a canonical placement under a
 // capacity (the package comment says what it builds and how it prunes).
 type search struct {
-	in     *instance
-	cap    uint64
-	placed []bool
-	off    []uint64
-	minOff []uint64 // lowest offset each unplaced buffer can take
-	floor  []uint64 // highest top placed in each section
-	sum    []uint64 // bytes still to place in each section
-	log    []change // undone on backtracking
-	cands  []int    // candidate stack, one frame per depth
-	limit  int64    // the solver's node count at which this search stops
+	in       *instance
+	cap      uint64
+	placed   []bool
+	off      []uint64
+	minOff   []uint64  // lowest offset each unplaced buffer can take
+	floor    []uint64  // highest top placed in each section
+	sum      []uint64  // bytes still to place in each section
+	log      []change  // undone on backtracking
+	cands    []int     // candidate stack, one frame per depth
+	limit    int64     // the solver's node count at which this search stops
+	deadline time.Time // when this search stops (zero: the solver's)
 }
 
 // change is an undo record: minOff[idx] or floor[idx] was old.
@@ -103,16 +122,6 @@ func newSearch(in *instance, capacity uint64) *search {
 	n := len(in.size)
 	return &search{in: in, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
 		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum)}
-}
-
-// run searches with at most budget nodes.
-func (s *search) run(sv *solver, budget int64) ([]uint64, status) {
-	s.limit = sv.nodes + budget
-	st := s.dfs(sv, 0, 0, -1)
-	if st == found {
-		return slices.Clone(s.off), found
-	}
-	return nil, st
 }
 
 func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) status {
@@ -150,7 +159,8 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 		}
 		s.cands[k], s.cands[best] = s.cands[best], s.cands[k]
 		// A node is one buffer tried at one offset: what costs O(n).
-		if sv.tick() || sv.nodes > s.limit {
+		if sv.tick() || sv.nodes > s.limit ||
+			(!s.deadline.IsZero() && sv.nodes%1024 == 0 && time.Now().After(s.deadline)) {
 			s.cands = s.cands[:base]
 			return aborted
 		}
