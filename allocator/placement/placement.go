@@ -29,6 +29,13 @@
 // maximum, so a partition whose peak is at or below another's lower bound
 // needs no more work.
 //
+// A buffer alive all through its partition conflicts with every other: it
+// goes to the bottom, and the rest is solved above it (moving such a
+// buffer to the bottom of any placement, and what was above it down by
+// its size, keeps the placement valid, so nothing is lost). The weights
+// and optimizer state of a training step are such buffers; the rest may
+// then split into partitions of its own.
+//
 // # Heuristics: the upper bound
 //
 // Greedy placement takes buffers in one order and puts each at the lowest
@@ -190,42 +197,56 @@ func Solve(bufs []Buffer, opts Options) (Solution, error) {
 		s.deadline = time.Now().Add(opts.TimeLimit)
 	}
 	sol := Solution{Offsets: make([]uint64, len(bufs))}
-	whole := newInstance(bufs, nil)
-	sol.LowerBound = whole.liveBound()
-	parts := whole.partitions()
-	// The peak is the largest partition's; a partition only needs to get
-	// down to the global bound, so the search aims no lower than it.
-	proven := sol.LowerBound
-	type result struct {
-		in   *instance
-		offs []uint64
-		peak uint64
+	all := make([]int, len(bufs))
+	for i := range all {
+		all[i] = i
 	}
-	results := make([]result, len(parts))
-	for i, p := range parts {
-		in := newInstance(bufs, p)
-		offs, peak := in.heuristics()
-		results[i] = result{in, offs, peak}
-	}
-	for i := range results {
-		r := &results[i]
-		if r.peak <= proven {
-			continue
-		}
-		offs, peak, bound := s.improve(r.in, r.offs, r.peak, proven)
-		r.offs, r.peak = offs, peak
-		proven = max(proven, bound)
-	}
-	for _, r := range results {
-		for j, idx := range r.in.index {
-			sol.Offsets[idx] = r.offs[j]
-		}
-		sol.Peak = max(sol.Peak, r.peak)
-	}
-	sol.Proven = min(proven, sol.Peak)
+	sol.LowerBound = newInstance(bufs, all).liveBound()
+	peak, proven := s.place(bufs, all, 0, 0, sol.Offsets)
+	sol.Peak = peak
+	sol.Proven = min(max(proven, sol.LowerBound), peak)
 	sol.Optimal = sol.Peak == sol.Proven
 	sol.Nodes = s.nodes
 	return sol, nil
+}
+
+// place puts bufs[idx...] at offsets from base up, into out, and returns
+// their height (peak above base) and a bound on it that is proven, or at
+// most floor: a height already proven for the whole problem, which they
+// need not get below.
+func (s *solver) place(bufs []Buffer, idx []int, base, floor uint64, out []uint64) (uint64, uint64) {
+	if len(idx) == 0 {
+		return 0, 0
+	}
+	in := newInstance(bufs, idx)
+	lb := in.liveBound()
+	floor = max(floor, lb)
+	if parts := in.partitions(); len(parts) > 1 {
+		var peak, proven uint64
+		for _, p := range parts {
+			pk, pr := s.place(bufs, p, base, floor, out)
+			peak, proven = max(peak, pk), max(proven, pr)
+		}
+		return peak, max(proven, lb)
+	}
+	if stack, rest, w := in.bottom(); len(stack) > 0 {
+		off := base
+		for _, j := range stack {
+			out[in.index[j]] = off
+			off += in.size[j]
+		}
+		pk, pr := s.place(bufs, rest, base+w, floor-min(floor, w), out)
+		return w + pk, w + pr
+	}
+	offs, peak := in.heuristics()
+	proven := lb
+	if peak > floor {
+		offs, peak, proven = s.improve(in, offs, peak, floor)
+	}
+	for j, o := range offs {
+		out[in.index[j]] = base + o
+	}
+	return peak, proven
 }
 
 // Verify checks a placement: one aligned offset per buffer, no two buffers

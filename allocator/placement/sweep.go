@@ -109,3 +109,23 @@ func alignUp(x, a uint64) uint64 {
 func (in *instance) overlaps(i, j int) bool {
 	return in.lo[i] < in.hi[j] && in.lo[j] < in.hi[i]
 }
+
+// bottom picks the buffers alive in every section of in, to be stacked at
+// the bottom: local indices, the input positions of the others, and the
+// stack's height. A buffer qualifies when its size is a multiple of every
+// alignment in in, so that the buffers above stay aligned.
+func (in *instance) bottom() (stack []int, rest []int, height uint64) {
+	var a uint64 = 1
+	for _, x := range in.align {
+		a = max(a, x)
+	}
+	for j := range in.size {
+		if in.lo[j] == 0 && int(in.hi[j]) == in.nsec && in.size[j]%a == 0 {
+			stack = append(stack, j)
+			height += in.size[j]
+		} else {
+			rest = append(rest, in.index[j])
+		}
+	}
+	return stack, rest, height
+}
