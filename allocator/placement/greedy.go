@@ -71,23 +71,27 @@ func (in *instance) order(keys []ordering, total []uint64) []int {
 }
 
 // heuristics runs every order with first fit and best fit and returns the
-// lowest peak's offsets; the order that gave it becomes in.rank, the
-// search's tie-break.
+// lowest peak's offsets. The orders become in.ranks, the search's
+// tie-breaks, the best one first.
 func (in *instance) heuristics() ([]uint64, uint64) {
 	total := in.total()
 	var best []uint64
 	var bestPeak uint64
 	offs := make([]uint64, len(in.size))
+	in.ranks = in.ranks[:0]
 	for _, keys := range orders {
 		o := in.order(keys, total)
+		rank := make([]int32, len(o))
+		for r, j := range o {
+			rank[j] = int32(r)
+		}
+		in.ranks = append(in.ranks, rank)
 		for _, bestFit := range []bool{false, true} {
 			peak := in.greedy(o, bestFit, offs)
 			if best == nil || peak < bestPeak {
 				best, bestPeak = slices.Clone(offs), peak
-				in.rank = make([]int32, len(o))
-				for r, j := range o {
-					in.rank[j] = int32(r)
-				}
+				last := len(in.ranks) - 1
+				in.ranks[0], in.ranks[last] = in.ranks[last], in.ranks[0]
 			}
 		}
 	}

@@ -29,8 +29,8 @@ func (s *solver) tick() bool {
 // improve searches for placements under lower capacities than the
 // heuristics' peak, in three steps:
 //
-//  1. one dive under peak-1 (a few nodes a buffer): minimalloc's skyline
-//     placement, often lower than greedy's;
+//  1. a few dives under peak-1: minimalloc's skyline placement, often
+//     lower than greedy's;
 //  2. the bound itself, with a quarter of the nodes and of the time left:
 //     on an easy problem this proves optimality at once;
 //  3. down from the incumbent: a search under peak-1 either finds a lower
@@ -46,15 +46,10 @@ func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uin
 		return offs, peak, lo
 	}
 	try := func(capacity uint64, nodes int64, share time.Duration) status {
-		sr := newSearch(in, capacity)
-		sr.limit = s.nodes + nodes
-		if share > 0 {
-			sr.deadline = time.Now().Add(share)
-		}
-		st := sr.dfs(s, 0, 0, -1)
+		res, st := s.roundRobin(in, capacity, nodes, share)
 		if st == found {
-			offs, peak = slices.Clone(sr.off), 0
-			for j, o := range sr.off {
+			offs, peak = res, 0
+			for j, o := range res {
 				peak = max(peak, o+in.size[j])
 			}
 		}
@@ -65,7 +60,8 @@ func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uin
 	if !s.deadline.IsZero() {
 		quarter = time.Until(s.deadline) / 4
 	}
-	if lo < peak && try(peak-1, min(4*int64(len(in.size)), left()), quarter) == exhausted {
+	n := int64(len(in.size))
+	if lo < peak && try(peak-1, min(4*n*int64(len(in.ranks)), left()), quarter) == exhausted {
 		return offs, peak, peak
 	}
 	if lo < peak {
@@ -87,6 +83,35 @@ func (s *solver) improve(in *instance, offs []uint64, peak, floor uint64) ([]uin
 	return offs, peak, lo
 }
 
+// roundRobin searches under capacity with each preorder in turn, n nodes
+// each, then 2n each, and so on (minimalloc's restarts: a preorder that
+// leads the search astray costs only its share), within nodes nodes and
+// share of time (0: the solver's). Any preorder's exhausted search is a
+// proof: the search is complete whatever its order.
+func (s *solver) roundRobin(in *instance, capacity uint64, nodes int64, share time.Duration) ([]uint64, status) {
+	stop := s.nodes + nodes
+	var deadline time.Time
+	if share > 0 {
+		deadline = time.Now().Add(share)
+	}
+	for per := int64(len(in.size)); ; per *= 2 {
+		for _, rank := range in.ranks {
+			budget := min(per, stop-s.nodes)
+			if budget <= 0 || s.out || (!deadline.IsZero() && time.Now().After(deadline)) {
+				return nil, aborted
+			}
+			sr := newSearch(in, capacity, rank)
+			sr.limit, sr.deadline = s.nodes+budget, deadline
+			switch sr.dfs(s, 0, 0, -1) {
+			case found:
+				return slices.Clone(sr.off), found
+			case exhausted:
+				return nil, exhausted
+			}
+		}
+	}
+}
+
 type status uint8
 
 const (
@@ -99,6 +124,7 @@ const (
 // capacity (the package comment says what it builds and how it prunes).
 type search struct {
 	in       *instance
+	rank     []int32 // the preorder: ties between equal offsets
 	cap      uint64
 	placed   []bool
 	off      []uint64
@@ -118,9 +144,9 @@ type change struct {
 	old   uint64
 }
 
-func newSearch(in *instance, capacity uint64) *search {
+func newSearch(in *instance, capacity uint64, rank []int32) *search {
 	n := len(in.size)
-	return &search{in: in, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
+	return &search{in: in, rank: rank, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
 		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum)}
 }
 
@@ -144,7 +170,7 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 			continue
 		}
 		o := s.minOff[u]
-		if o < minTop && (o > lastOff || (o == lastOff && in.rank[u] > lastRank)) && o+in.size[u] <= s.cap {
+		if o < minTop && (o > lastOff || (o == lastOff && s.rank[u] > lastRank)) && o+in.size[u] <= s.cap {
 			s.cands = append(s.cands, u)
 		}
 	}
@@ -170,7 +196,7 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 		s.place(u, o)
 		st := exhausted
 		if s.feasible(o) {
-			st = s.dfs(sv, depth+1, o, in.rank[u])
+			st = s.dfs(sv, depth+1, o, s.rank[u])
 		}
 		if st != exhausted {
 			s.cands = s.cands[:base]
@@ -188,7 +214,7 @@ func (s *search) before(a, b int) bool {
 	if s.minOff[a] != s.minOff[b] {
 		return s.minOff[a] < s.minOff[b]
 	}
-	return s.in.rank[a] < s.in.rank[b]
+	return s.rank[a] < s.rank[b]
 }
 
 // place puts u at o: the buffers it overlaps can only go above it, and

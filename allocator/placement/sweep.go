@@ -13,8 +13,8 @@ type instance struct {
 	align  []uint64 // at least 1
 	lo, hi []int32
 	nsec   int
-	secSum []uint64 // bytes alive in each section
-	rank   []int32  // position in the best heuristic's order
+	secSum []uint64  // bytes alive in each section
+	ranks  [][]int32 // each buffer's position in each heuristic order, the best first
 }
 
 // newInstance builds the instance of bufs[index...] (all of bufs when
