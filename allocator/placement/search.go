@@ -131,17 +131,17 @@ type search struct {
 	minOff   []uint64  // lowest offset each unplaced buffer can take
 	floor    []uint64  // highest top placed in each section
 	sum      []uint64  // bytes still to place in each section
-	log      []change  // undone on backtracking
+	log      []change  // minOff changes, undone on backtracking
+	floorLog []uint64  // the floors each placed buffer covered, before it
 	cands    []int     // candidate stack, one frame per depth
 	limit    int64     // the solver's node count at which this search stops
 	deadline time.Time // when this search stops (zero: the solver's)
 }
 
-// change is an undo record: minOff[idx] or floor[idx] was old.
+// change is an undo record: minOff[idx] was old.
 type change struct {
-	floor bool
-	idx   int32
-	old   uint64
+	idx int32
+	old uint64
 }
 
 func newSearch(in *instance, capacity uint64, rank []int32) *search {
@@ -232,8 +232,11 @@ func (s *search) place(u int, o uint64) {
 			s.minOff[v] = a
 		}
 	}
-	for sec := in.lo[u]; sec < in.hi[u]; sec++ {
-		s.log = append(s.log, change{floor: true, idx: sec, old: s.floor[sec]})
+	// The old floors go to their own log in one copy: a long-lived
+	// buffer spans thousands of sections.
+	lo, hi := in.lo[u], in.hi[u]
+	s.floorLog = append(s.floorLog, s.floor[lo:hi]...)
+	for sec := lo; sec < hi; sec++ {
 		s.floor[sec] = top
 		s.sum[sec] -= in.size[u]
 	}
@@ -243,15 +246,14 @@ func (s *search) place(u int, o uint64) {
 func (s *search) unplace(u int, mark int) {
 	in := s.in
 	for i := len(s.log) - 1; i >= mark; i-- {
-		c := s.log[i]
-		if c.floor {
-			s.floor[c.idx] = c.old
-		} else {
-			s.minOff[c.idx] = c.old
-		}
+		s.minOff[s.log[i].idx] = s.log[i].old
 	}
 	s.log = s.log[:mark]
-	for sec := in.lo[u]; sec < in.hi[u]; sec++ {
+	lo, hi := in.lo[u], in.hi[u]
+	k := len(s.floorLog) - int(hi-lo)
+	copy(s.floor[lo:hi], s.floorLog[k:])
+	s.floorLog = s.floorLog[:k]
+	for sec := lo; sec < hi; sec++ {
 		s.sum[sec] += in.size[u]
 	}
 	s.placed[u] = false
