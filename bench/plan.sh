@@ -3,11 +3,13 @@
 # (the blocks of the trace placed in one arena), beside the live-bytes
 # lower bound and PyTorch's own peak reserved (`memreplay replay`, the
 # trace's settings). Usage: bench/plan.sh [TRACE_DIR] [TIME_LIMIT]
+# The time limit defaults to none, so that the solver's node budget alone
+# bounds the search and the table does not depend on the machine's load.
 # Prints a Markdown table; needs python3 for the JSON.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${1:-../shared/traces/pytorch}
-limit=${2:-10s}
+limit=${2:-0}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 bin=$tmp/memreplay

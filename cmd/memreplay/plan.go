@@ -61,7 +61,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("plan", planHelp, stderr)
 	format := fs.String("format", "csv", "output: csv (the input with an offset column) or json")
 	out := fs.StringP("output", "o", "", "write the output to this file instead of stdout")
-	timeLimit := fs.Duration("time-limit", 10*time.Second, "stop searching for a better placement after this long (0: no limit)")
+	timeLimit := fs.Duration("time-limit", time.Minute, "stop searching for a better placement after this long (0: no limit)")
 	nodeLimit := fs.Int64("node-limit", 0, "stop searching after this many nodes (0: the solver's default, negative: heuristics only)")
 	fromTrace := fs.String("from-trace", "", "plan the blocks of this memory trace instead of a CSV")
 	device := fs.Int32("device", -1, "with --from-trace: the device whose blocks to plan (default: the only one)")
