@@ -105,33 +105,39 @@ func (in *instance) heuristics() ([]uint64, uint64) {
 // kept sorted by offset, so one pass over them lists a buffer's
 // neighbours in address order: O(n) a buffer.
 func (in *instance) greedy(order []int, bestFit bool, offs []uint64) uint64 {
-	placed := make([]int, 0, len(order)) // by offset
+	// The placed buffers as values, so that the scan reads memory in
+	// order: the whole cost of the heuristics is this loop.
+	type slot struct {
+		off, top uint64
+		lo, hi   int32
+	}
+	placed := make([]slot, 0, len(order)) // by offset
 	var peak uint64
 	for _, j := range order {
-		size, a := in.size[j], in.align[j]
+		size, a, lo, hi := in.size[j], in.align[j], in.lo[j], in.hi[j]
 		var cur uint64 // top of the conflicting buffers so far
 		found, at, gap := false, uint64(0), uint64(0)
 		for _, p := range placed {
-			if !in.overlaps(j, p) {
+			if p.lo >= hi || lo >= p.hi {
 				continue
 			}
-			if c := alignUp(cur, a); offs[p] >= c+size {
+			if c := alignUp(cur, a); p.off >= c+size {
 				if !bestFit {
 					found, at = true, c
 					break
 				}
-				if g := offs[p] - cur; !found || g < gap {
+				if g := p.off - cur; !found || g < gap {
 					found, at, gap = true, c, g
 				}
 			}
-			cur = max(cur, offs[p]+in.size[p])
+			cur = max(cur, p.top)
 		}
 		if !found {
 			at = alignUp(cur, a)
 		}
 		offs[j] = at
-		k, _ := slices.BinarySearchFunc(placed, at, func(p int, t uint64) int { return cmp.Compare(offs[p], t) })
-		placed = slices.Insert(placed, k, j)
+		k, _ := slices.BinarySearchFunc(placed, at, func(p slot, t uint64) int { return cmp.Compare(p.off, t) })
+		placed = slices.Insert(placed, k, slot{at, at + size, lo, hi})
 		peak = max(peak, at+size)
 	}
 	return peak
