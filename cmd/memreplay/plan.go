@@ -44,6 +44,10 @@ Examples:
 Flags:
 `
 
+// solvePlacement is the solver plan runs; a test swaps in a wrong one to
+// see the verification refuse its answer.
+var solvePlacement = placement.Solve
+
 // planResult is plan's JSON output; its form is stable.
 type planResult struct {
 	File       string   `json:"file"`
@@ -106,7 +110,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	start := time.Now()
-	sol, err := placement.Solve(bufs, placement.Options{TimeLimit: *timeLimit, NodeLimit: *nodeLimit})
+	sol, err := solvePlacement(bufs, placement.Options{TimeLimit: *timeLimit, NodeLimit: *nodeLimit})
 	if err != nil {
 		return inputError{fmt.Errorf("%s: %w", path, err)}
 	}

@@ -121,3 +121,22 @@ func TestPlanFromTrace(t *testing.T) {
 	require.Equal(t, 2, code)
 	require.Contains(t, stderr, "--device 3")
 }
+
+// A placement that does not verify is never printed: exit 2, saying it is
+// a bug.
+func TestPlanRefusesWrongPlacement(t *testing.T) {
+	defer func(f func([]placement.Buffer, placement.Options) (placement.Solution, error)) { solvePlacement = f }(solvePlacement)
+	solvePlacement = func(bufs []placement.Buffer, opts placement.Options) (placement.Solution, error) {
+		sol, err := placement.Solve(bufs, opts)
+		sol.Offsets[1] = sol.Offsets[2] // buffers 1 and 2 are alive together over [3, 9)
+		return sol, err
+	}
+	in := writeTemp(t, "p.csv", planProblem)
+	out := filepath.Join(t.TempDir(), "sol.csv")
+	code, stdout, stderr := runCLI("plan", "-o", out, in)
+	require.Equal(t, 2, code)
+	require.Empty(t, stdout)
+	require.Contains(t, stderr, "internal error, the placement found does not verify")
+	require.Contains(t, stderr, "overlap in time and address")
+	require.NoFileExists(t, out)
+}
