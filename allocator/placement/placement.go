@@ -75,7 +75,10 @@
 //
 // Placing a buffer raises the minOff of the unplaced buffers it conflicts
 // with and the floors of its sections; both are undone from logs on
-// backtracking. A node (one buffer tried at one offset) costs
+// backtracking. Once no unplaced buffer crosses a section boundary, the
+// two sides no longer interact and each is searched alone (minimalloc's
+// dynamic decomposition): a side with no placement fails the branch at
+// once instead of being retried against every alternative of the other. A node (one buffer tried at one offset) costs
 // O(n + sections): tens of microseconds for the thousands of blocks of a
 // training step.
 //

@@ -102,7 +102,7 @@ func (s *solver) roundRobin(in *instance, capacity uint64, nodes int64, share ti
 			}
 			sr := newSearch(in, capacity, rank)
 			sr.limit, sr.deadline = s.nodes+budget, deadline
-			switch sr.dfs(s, 0, 0, -1) {
+			switch sr.run(s) {
 			case found:
 				return slices.Clone(sr.off), found
 			case exhausted:
@@ -128,14 +128,16 @@ type search struct {
 	cap      uint64
 	placed   []bool
 	off      []uint64
-	minOff   []uint64  // lowest offset each unplaced buffer can take
-	floor    []uint64  // highest top placed in each section
-	sum      []uint64  // bytes still to place in each section
-	log      []change  // minOff changes, undone on backtracking
-	floorLog []uint64  // the floors each placed buffer covered, before it
-	cands    []int     // candidate stack, one frame per depth
-	limit    int64     // the solver's node count at which this search stops
-	deadline time.Time // when this search stops (zero: the solver's)
+	minOff   []uint64     // lowest offset each unplaced buffer can take
+	floor    []uint64     // highest top placed in each section
+	sum      []uint64     // bytes still to place in each section
+	log      []change     // minOff changes, undone on backtracking
+	floorLog []uint64     // the floors each placed buffer covered, before it
+	cands    []int        // candidate stack, one frame per depth
+	stack    []stackEntry // the buffers placed, in order
+	cuts     []int32      // unplaced buffers crossing each section boundary
+	limit    int64        // the solver's node count at which this search stops
+	deadline time.Time    // when this search stops (zero: the solver's)
 }
 
 // change is an undo record: minOff[idx] was old.
@@ -146,26 +148,57 @@ type change struct {
 
 func newSearch(in *instance, capacity uint64, rank []int32) *search {
 	n := len(in.size)
-	return &search{in: in, rank: rank, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
-		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum)}
+	s := &search{in: in, rank: rank, cap: capacity, placed: make([]bool, n), off: make([]uint64, n),
+		minOff: make([]uint64, n), floor: make([]uint64, in.nsec), sum: slices.Clone(in.secSum),
+		cuts: make([]int32, in.nsec+1)}
+	for j := range n {
+		for b := in.lo[j]; b < in.hi[j]-1; b++ {
+			s.cuts[b]++
+		}
+	}
+	return s
 }
 
-func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) status {
-	in := s.in
-	n := len(in.size)
-	if depth == n {
+// part is a sub-problem of the search: the buffers left to place in a
+// range of sections that no unplaced buffer outside it reaches.
+type part struct {
+	bufs   []int
+	s0, s1 int32 // its sections [s0, s1)
+}
+
+// run searches the whole instance.
+func (s *search) run(sv *solver) status {
+	all := make([]int, len(s.in.size))
+	for j := range all {
+		all[j] = j
+	}
+	return s.solve(sv, &part{bufs: all, s0: 0, s1: int32(s.in.nsec)})
+}
+
+// solve searches one part from scratch: its canonical order starts again
+// at offset 0, since its buffers conflict with nothing placed after them
+// outside it.
+func (s *search) solve(sv *solver, p *part) status {
+	return s.dfs(sv, p, len(p.bufs), 0, -1)
+}
+
+// dfs places the left unplaced buffers of p, each at an offset at or above
+// lastOff (at lastOff, later than lastRank in the preorder).
+func (s *search) dfs(sv *solver, p *part, left int, lastOff uint64, lastRank int32) status {
+	if left == 0 {
 		return found
 	}
+	in := s.in
 	// Dominance: nothing goes at or above the lowest top an unplaced
 	// buffer could reach.
 	minTop := uint64(math.MaxUint64)
-	for u := range n {
+	for _, u := range p.bufs {
 		if !s.placed[u] {
 			minTop = min(minTop, s.minOff[u]+in.size[u])
 		}
 	}
 	base := len(s.cands)
-	for u := range n {
+	for _, u := range p.bufs {
 		if s.placed[u] {
 			continue
 		}
@@ -191,25 +224,57 @@ func (s *search) dfs(sv *solver, depth int, lastOff uint64, lastRank int32) stat
 			return aborted
 		}
 		u := s.cands[k]
-		mark := len(s.log)
+		depth := len(s.stack)
 		o := s.minOff[u]
-		s.place(u, o)
+		cut := s.place(u, o, p)
 		st := exhausted
-		if s.feasible(o) {
-			st = s.dfs(sv, depth+1, o, s.rank[u])
+		if s.feasible(o, p) {
+			if cut {
+				st = s.decompose(sv, p)
+			} else {
+				st = s.dfs(sv, p, left-1, o, s.rank[u])
+			}
 		}
 		if st != exhausted {
 			s.cands = s.cands[:base]
 			return st
 		}
-		s.unplace(u, mark)
+		s.undo(depth)
 	}
 	s.cands = s.cands[:base]
 	return exhausted
 }
 
-// before orders the candidates: lowest offset first, then the best
-// heuristic's order.
+// decompose is minimalloc's dynamic decomposition: once no unplaced
+// buffer crosses a section boundary inside p, the buffers on either side
+// no longer interact and each side is solved alone. A side that has no
+// placement makes the whole branch fail without trying the other sides'
+// alternatives against it: the search multiplies no longer.
+func (s *search) decompose(sv *solver, p *part) status {
+	in := s.in
+	start := p.s0
+	for b := p.s0; b < p.s1; b++ {
+		if b < p.s1-1 && s.cuts[b] > 0 {
+			continue
+		}
+		sub := &part{s0: start, s1: b + 1}
+		for _, u := range p.bufs {
+			if !s.placed[u] && in.lo[u] < sub.s1 && sub.s0 < in.hi[u] {
+				sub.bufs = append(sub.bufs, u)
+			}
+		}
+		start = b + 1
+		if len(sub.bufs) == 0 {
+			continue
+		}
+		if st := s.solve(sv, sub); st != found {
+			return st
+		}
+	}
+	return found
+}
+
+// before orders the candidates: lowest offset first, then the preorder.
 func (s *search) before(a, b int) bool {
 	if s.minOff[a] != s.minOff[b] {
 		return s.minOff[a] < s.minOff[b]
@@ -217,10 +282,20 @@ func (s *search) before(a, b int) bool {
 	return s.rank[a] < s.rank[b]
 }
 
-// place puts u at o: the buffers it overlaps can only go above it, and
-// its sections' floors rise to its top.
-func (s *search) place(u int, o uint64) {
+// stackEntry is an undo record of the stack: buffer u placed, with the
+// minOff log at mark before it.
+type stackEntry struct {
+	u    int
+	mark int
+}
+
+// place puts u at o: the buffers it overlaps can only go above it, its
+// sections' floors rise to its top, and it no longer joins the sections
+// it spans. It reports whether a boundary inside p is now crossed by no
+// unplaced buffer.
+func (s *search) place(u int, o uint64, p *part) bool {
 	in := s.in
+	s.stack = append(s.stack, stackEntry{u, len(s.log)})
 	s.placed[u], s.off[u] = true, o
 	top := o + in.size[u]
 	for v := range in.size {
@@ -240,31 +315,48 @@ func (s *search) place(u int, o uint64) {
 		s.floor[sec] = top
 		s.sum[sec] -= in.size[u]
 	}
+	cut := false
+	for b := lo; b < hi-1; b++ {
+		s.cuts[b]--
+		if s.cuts[b] == 0 && b >= p.s0 && b < p.s1-1 {
+			cut = true
+		}
+	}
+	return cut
 }
 
-// unplace undoes place(u) back to the log's mark.
-func (s *search) unplace(u int, mark int) {
+// undo takes the placements above depth off the stack, last first.
+func (s *search) undo(depth int) {
 	in := s.in
-	for i := len(s.log) - 1; i >= mark; i-- {
-		s.minOff[s.log[i].idx] = s.log[i].old
+	for len(s.stack) > depth {
+		pl := s.stack[len(s.stack)-1]
+		s.stack = s.stack[:len(s.stack)-1]
+		u := pl.u
+		for i := len(s.log) - 1; i >= pl.mark; i-- {
+			s.minOff[s.log[i].idx] = s.log[i].old
+		}
+		s.log = s.log[:pl.mark]
+		lo, hi := in.lo[u], in.hi[u]
+		k := len(s.floorLog) - int(hi-lo)
+		copy(s.floor[lo:hi], s.floorLog[k:])
+		s.floorLog = s.floorLog[:k]
+		for sec := lo; sec < hi; sec++ {
+			s.sum[sec] += in.size[u]
+		}
+		for b := lo; b < hi-1; b++ {
+			s.cuts[b]++
+		}
+		s.placed[u] = false
 	}
-	s.log = s.log[:mark]
-	lo, hi := in.lo[u], in.hi[u]
-	k := len(s.floorLog) - int(hi-lo)
-	copy(s.floor[lo:hi], s.floorLog[k:])
-	s.floorLog = s.floorLog[:k]
-	for sec := lo; sec < hi; sec++ {
-		s.sum[sec] += in.size[u]
-	}
-	s.placed[u] = false
 }
 
-// feasible is section inference: every later buffer goes at or above o
-// (canonical order) and above its section's floor, so what is left to
-// place in a section has to fit between that and the capacity.
-func (s *search) feasible(o uint64) bool {
-	for sec, left := range s.sum {
-		if left > 0 && max(s.floor[sec], o)+left > s.cap {
+// feasible is section inference over p's sections: every later buffer of
+// p goes at or above o (canonical order) and above its section's floor,
+// so what is left to place in a section has to fit between that and the
+// capacity.
+func (s *search) feasible(o uint64, p *part) bool {
+	for sec := p.s0; sec < p.s1; sec++ {
+		if left := s.sum[sec]; left > 0 && max(s.floor[sec], o)+left > s.cap {
 			return false
 		}
 	}
