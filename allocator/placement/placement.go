@@ -45,8 +45,8 @@
 // the bottom; busiest section first, minimalloc's "total"; time order, the
 // online allocator's view) and keeps the lowest peak. Each run walks the
 // placed buffers in offset order once per buffer: O(n²) for n buffers;
-// the ten runs take milliseconds for a thousand blocks and about half a
-// second for the 7,190 of the largest real trace (docs/plan.md). When the
+// the ten runs take milliseconds for a thousand blocks and under a second
+// for the 7,190 of the largest real trace (docs/plan.md). When the
 // best peak equals LowerBound, the placement is optimal and the solver
 // stops there; on eight of the ten real traces it does.
 //
