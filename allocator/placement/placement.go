@@ -78,9 +78,9 @@
 // backtracking. Once no unplaced buffer crosses a section boundary, the
 // two sides no longer interact and each is searched alone (minimalloc's
 // dynamic decomposition): a side with no placement fails the branch at
-// once instead of being retried against every alternative of the other. A node (one buffer tried at one offset) costs
-// O(n + sections): tens of microseconds for the thousands of blocks of a
-// training step.
+// once instead of being retried against every alternative of the other.
+// A node (one buffer tried at one offset) costs O(n + sections): about
+// 0.1 ms for the 7,190 blocks of the largest real trace.
 //
 // The preorder decides how fast a search finds what exists: on a real
 // trace one order walks straight to a placement at the bound while another
