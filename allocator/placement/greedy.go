@@ -26,13 +26,18 @@ func byArea(in *instance, a, b int) int {
 func byStart(in *instance, a, b int) int { return cmp.Compare(in.lo[a], in.lo[b]) } // time order
 
 // orders are the preorders the heuristics try; each ties on the next key
-// and finally on the input position, so every run is deterministic.
+// and finally on the input position, so every run is deterministic. nil
+// is the busiest section first (minimalloc's T). The last three are
+// minimalloc's default preorders (WAT, TAW, TWA: W its size, A area, T
+// total), which on dense problems lead the search where the others do not.
 var orders = [][]ordering{
 	{bySize, byLength},
 	{byArea, bySize},
 	{byLength, bySize},
-	{nil, bySize}, // nil: the busiest section first (T)
 	{byStart, bySize},
+	{bySize, byArea, nil},
+	{nil, byArea, bySize},
+	{nil, bySize, byArea},
 }
 
 // total is, per buffer, the largest sum alive in one of its sections

@@ -40,13 +40,14 @@
 //
 // Greedy placement takes buffers in one order and puts each at the lowest
 // (first fit) or the tightest (best fit) gap left between the already
-// placed buffers it conflicts with. It runs over several orders (largest
+// placed buffers it conflicts with. It runs over seven orders (largest
 // first; largest area first; longest-lived first, which puts weights at
-// the bottom; busiest section first, minimalloc's "total"; time order, the
-// online allocator's view) and keeps the lowest peak. Each run walks the
+// the bottom; time order, the online allocator's view; and minimalloc's
+// three, which start from the largest or from the busiest section's
+// buffers, its "total") and keeps the lowest peak. Each run walks the
 // placed buffers in offset order once per buffer: O(n²) for n buffers;
-// the ten runs take milliseconds for a thousand blocks and under a second
-// for the 7,190 of the largest real trace (docs/plan.md). When the
+// the fourteen runs take milliseconds for a thousand blocks and about a
+// second for the 7,190 of the largest real trace (docs/plan.md). When the
 // best peak equals LowerBound, the placement is optimal and the solver
 // stops there; on eight of the ten real traces it does.
 //
