@@ -38,7 +38,7 @@ The summary (peak, lower bound, buffers, time) goes to stderr unless -q;
 
 Examples:
   memreplay plan problem.csv > solution.csv
-  memreplay plan --format json --time-limit 1m problem.csv
+  memreplay plan --format json --time-limit 10s problem.csv
   memreplay plan --from-trace snapshot.pickle -o buffers.csv
 
 Flags:
@@ -68,7 +68,7 @@ func planCmd(args []string, stdout, stderr io.Writer) error {
 	timeLimit := fs.Duration("time-limit", time.Minute, "stop searching for a better placement after this long (0: no limit)")
 	nodeLimit := fs.Int64("node-limit", 0, "stop searching after this many nodes (0: the solver's default, negative: heuristics only)")
 	fromTrace := fs.String("from-trace", "", "plan the blocks of this memory trace instead of a CSV")
-	device := fs.Int32("device", -1, "with --from-trace: the device whose blocks to plan (default: the only one)")
+	device := fs.Int32("device", -1, "with --from-trace: the device whose blocks to plan (-1: the only device with blocks)")
 	quiet := fs.BoolP("quiet", "q", false, "print no summary on stderr")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
