@@ -40,13 +40,16 @@ vet:
 race:
 	GO=$(GO) $(GO) run ./internal/testsummary -race -count=1 ./...
 
-# Coverage-guided fuzzing of the allocator, the settings parser, the trace
+# Coverage-guided fuzzing of the allocator, the settings parser, the
+# placement solver and its CSV reader, the trace
 # importers, the replay, memory_stats files, the trial spec, the study's
 # space and state files (and their size bounds), and the CUDA backend's
 # calls (on the fake driver).
 fuzz:
 	$(GO) test ./allocator -run '^$$' -fuzz FuzzAllocator -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/config -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME)
+	$(GO) test ./allocator/placement -run '^$$' -fuzz FuzzReadCSV -fuzztime $(FUZZTIME)
+	$(GO) test ./allocator/placement -run '^$$' -fuzz FuzzSolve -fuzztime $(FUZZTIME)
 	$(GO) test ./trace -run '^$$' -fuzz FuzzPickle -fuzztime $(FUZZTIME)
 	$(GO) test ./trace -run '^$$' -fuzz FuzzPyTorch -fuzztime $(FUZZTIME)
 	$(GO) test ./trace -run '^$$' -fuzz FuzzNative -fuzztime $(FUZZTIME)

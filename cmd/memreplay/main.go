@@ -35,6 +35,7 @@ Usage:
   memreplay trials [flags]           run an HPO study on the simulated GPU
   memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
   memreplay demo [flags]             generated fine-tuning trials on a simulated GPU, no trace needed
+  memreplay plan [flags] FILE.csv    place buffers with known lifetimes at the lowest peak
   memreplay help [command]           show help
 
 TRACE is a PyTorch memory snapshot pickle (torch.cuda.memory._dump_snapshot),
@@ -99,7 +100,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	cmds := map[string]func([]string, io.Writer, io.Writer) error{
 		"replay": replayCmd, "compare": compareCmd, "inspect": inspectCmd,
 		"convert": convertCmd, "demo": demoCmd, "report": reportCmd,
-		"par": parCmd, "trials": trialsCmd, "synth": synthCmd,
+		"par": parCmd, "trials": trialsCmd, "synth": synthCmd, "plan": planCmd,
 	}
 	switch cmd := cmds[args[0]]; {
 	case cmd != nil:

@@ -66,6 +66,7 @@ var Packages = map[string]Place{
 	"trace": {Trace, 0},
 
 	"allocator/config":            {Allocator, 0},
+	"allocator/placement":         {Allocator, 0},
 	"allocator":                   {Allocator, 1},
 	"allocator/cuda":              {Allocator, 2},
 	"allocator/internal/scenario": {Allocator, 2},
