@@ -34,6 +34,7 @@ Usage:
   memreplay par [flags] [TRACE...]   how many trials fit on one GPU at once (PAR)
   memreplay trials [flags]           run an HPO study on the simulated GPU
   memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
+  memreplay estimate [flags] [TRACE] predict one trial's peak live and reserved memory
   memreplay demo [flags]             run the allocator on a built-in fine-tuning workload
   memreplay help [command]           show help
 
@@ -65,6 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		"replay": replayCmd, "compare": compareCmd, "inspect": inspectCmd,
 		"convert": convertCmd, "demo": demoCmd, "report": reportCmd,
 		"par": parCmd, "trials": trialsCmd, "synth": synthCmd,
+		"estimate": estimateCmd,
 	}
 	switch cmd := cmds[args[0]]; {
 	case cmd != nil:

@@ -77,6 +77,7 @@ var Packages = map[string]Place{
 	"sim/replay/internal/replaytest": {Sim, 2},
 	"sim/par":                        {Sim, 2},
 	"sim/study":                      {Sim, 2},
+	"sim/estimate":                   {Sim, 2},
 
 	"profiler":        {Profiler, 0},
 	"profiler/report": {Profiler, 1},
