@@ -66,3 +66,25 @@ func TestEstimateBadInput(t *testing.T) {
 		require.Contains(t, stderr, c.want, c.args)
 	}
 }
+
+// `trials --estimate-prune --estimate-by replay` prunes by the prediction
+// `estimate` prints.
+func TestTrialsEstimateByReplay(t *testing.T) {
+	code, stdout, stderr := runCLI("trials", "--trials", "12", "--par", "4", "--steps", "2",
+		"--estimate-prune", "--estimate-by", "replay", "--format", "json")
+	require.Equal(t, 0, code, stderr)
+	var out struct {
+		Studies []struct {
+			Label          string
+			PrunedEstimate int `json:"pruned_estimate"`
+			Finished       int
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	require.Greater(t, out.Studies[0].PrunedEstimate, 0, stdout)
+	require.Equal(t, 12, out.Studies[0].Finished)
+
+	code, _, stderr = runCLI("trials", "--estimate-by", "guess")
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, `--estimate-by "guess"`)
+}

@@ -60,6 +60,8 @@ def _start_time(pid):
 
 def process_alive(pid, start=None):
     """Whether pid runs, and is the same process (started at start)."""
+    if not isinstance(pid, int) or pid <= 0:
+        return False  # kill(0) and kill(-1) would ask about process groups
     t, dead = _start_time(pid)
     if t is None:
         try:

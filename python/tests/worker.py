@@ -47,9 +47,10 @@ cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=budg
 def pending():
     """Trials the study still owes: retries waiting to run, and trials of
     a worker that died (failed by the heartbeat check once stale, then
-    retried by RetryFailedTrialCallback)."""
+    retried by RetryFailedTrialCallback). A running trial without a pid
+    was just asked for (it gets one at once) or its worker died first."""
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
-            if t.state == TrialState.WAITING or not memreplay.gate.process_alive(t.user_attrs.get("pid", -1))]
+            if t.state == TrialState.WAITING or not memreplay.gate.process_alive(t.user_attrs.get("pid", 0))]
 
 
 while True:
