@@ -115,6 +115,27 @@ class FakeGPUThreads(unittest.TestCase):
             self.assertIn("illegal memory access", t.user_attrs["memreplay_sticky_error"])
 
 
+class StickyRestart(unittest.TestCase):
+    def test_worker_restarts_with_a_fresh_context(self):
+        need_optuna(self)
+        if not fakegpu.available():
+            self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "restart_worker.py"), url, os.path.join(tmp, "marker")],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        lines = p.stdout.split()
+        pid = lines[1]
+        # One process image before the restart, one after: the same pid
+        # (execv), and the second finished the study.
+        self.assertEqual(lines, ["start", pid, "start", pid, "done", pid], p.stdout)
+        self.assertIn("restarting this worker process", p.stderr)
+        trials = optuna.load_study(study_name="restart", storage=url).get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL] + [TrialState.COMPLETE] * 4)
+        self.assertIn("device-side assert", trials[0].user_attrs["memreplay_sticky_error"])
+
+
 class Diagnoses(unittest.TestCase):
     def msg(self, tried, total, free, allocated, unalloc):
         return (f"CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity of {total} of which {free} is free. "
