@@ -63,6 +63,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	confidence := fs.Float64("confidence", simpar.DefaultConfidence, "confidence of the safe-PAR answer, in (0, 1)")
 	perWorker := fs.Int("trials-per-worker", simpar.DefaultTrialsPerWorker, "trials each worker runs in turn in a mix")
 	spaceFile := fs.String("space", "", "search space JSON file (default: the seeds' study)")
+	optStorage := fs.String("optuna-storage", "", "the search space of an Optuna study (with --study), read from its storage URL through Optuna (docs/optuna.md)")
+	optStudy := fs.String("study", "", "the Optuna study's name (with --optuna-storage)")
+	optFixed := fs.StringArray("optuna-fixed", nil, "KEY=VALUE for what the Optuna study does not search, e.g. seq_len=128 (repeatable)")
+	optName := fs.StringArray("optuna-name", nil, "KEY=PARAM: the Optuna study's parameter name for a memreplay key, e.g. batch=bs (repeatable)")
 	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (the seeds' space before their OOM fix)")
 	steps := fs.Int("steps", 0, "optimizer steps per trial (0: the space's, else sim/trial's default); fewer run faster")
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
@@ -110,6 +114,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--steps %d: want 0 or more", *steps)}
 	case o.ContextOverhead >= o.Capacity:
 		return usageError{fmt.Errorf("--context-overhead %s is not below --capacity %s", *ctx, *capacity)}
+	case (*optStorage == "") != (*optStudy == ""):
+		return usageError{fmt.Errorf("--optuna-storage and --study go together")}
+	case *optStorage != "" && (*spaceFile != "" || fs.NArg() > 0):
+		return usageError{fmt.Errorf("--optuna-storage, --space and trace files exclude each other: trials come from one of them")}
 	case fs.NArg() > 0 && (*spaceFile != "" || *unconstrained || *steps != 0):
 		return usageError{fmt.Errorf("trace files and --space/--unconstrained/--steps exclude each other: trials come from one or the other")}
 	}
@@ -142,6 +150,12 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 				return inputError{err}
 			}
 			o.Source = "search space " + *spaceFile
+		}
+		if *optStorage != "" {
+			if space, err = optunaSpace(*optStorage, *optStudy, *optFixed, *optName, stderr); err != nil {
+				return err
+			}
+			o.Source = fmt.Sprintf("the search space of Optuna study %q", *optStudy)
 		}
 		if *unconstrained {
 			space = space.Unconstrained()

@@ -113,7 +113,7 @@ class MemoryGate:
         self.poll = poll
         self._lock = threading.Lock()  # guards the in-process ledger and the file's rewrite
         self._changed = threading.Condition(self._lock)
-        self._mem = {"holders": {}, "waiting": [], "next": 0}
+        self._mem = {"holders": {}, "waiting": [], "trials": {}, "orphans": []}
         self._seq = 0
         self._host = socket.gethostname()
         if budget == "gpu":
@@ -141,14 +141,13 @@ class MemoryGate:
                 break
             data += chunk
         if not data.strip():
-            return {"holders": {}, "waiting": [], "next": 0}
+            return {"holders": {}, "waiting": [], "trials": {}, "orphans": []}
         try:
             led = json.loads(data)
         except ValueError as e:
             raise ValueError(f"{self.path}: not a memreplay budget file ({e})") from None
-        led.setdefault("holders", {})
-        led.setdefault("waiting", [])
-        led.setdefault("next", 0)
+        for k, v in (("holders", {}), ("waiting", []), ("trials", {}), ("orphans", [])):
+            led.setdefault(k, v)
         return led
 
     def _write(self, fd, led):
@@ -182,6 +181,11 @@ class MemoryGate:
         for w in led["waiting"]:
             (alive if process_alive(w["pid"], w.get("start")) else gone).append(w)
         led["waiting"] = alive
+        # A dead worker's registered trials become orphans, for a worker of
+        # the same study to fail and enqueue again (take_orphans).
+        for k, e in list(led.get("trials", {}).items()):
+            if not process_alive(e["pid"], e.get("start")):
+                led["orphans"].append(led["trials"].pop(k))
         return gone
 
     # --- admission --------------------------------------------------------
@@ -236,6 +240,40 @@ class MemoryGate:
         self._transact(lambda led: led["holders"].pop(key, None))
         with self._changed:
             self._changed.notify_all()
+
+    # --- trials of a study, for recovery after a worker dies ---------------
+
+    def register_trial(self, meta):
+        """Records that this process runs a trial (meta: a JSON-able dict
+        with at least "study"); returns the key for unregister_trial. When
+        the process dies, the next gate to read the file moves the entry to
+        the orphans, which take_orphans hands out once."""
+        pid, start = _me()
+        with self._lock:
+            self._seq += 1
+            key = f"{self._host}:{pid}:{start}:{threading.get_ident()}:t{self._seq}"
+        entry = dict(meta, pid=pid, start=start, host=self._host)
+
+        def reg(led):
+            self._reclaim(led)
+            led["trials"][key] = entry
+
+        self._transact(reg)
+        return key
+
+    def unregister_trial(self, key):
+        self._transact(lambda led: led["trials"].pop(key, None))
+
+    def take_orphans(self, study):
+        """The registered trials of study whose process died, each handed
+        out to exactly one caller."""
+        def take(led):
+            self._reclaim(led)
+            mine = [o for o in led["orphans"] if o.get("study") == study]
+            led["orphans"] = [o for o in led["orphans"] if o.get("study") != study]
+            return mine
+
+        return self._transact(take)
 
     def held(self):
         """(bytes held, number of holders) after reclaiming dead processes'

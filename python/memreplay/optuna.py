@@ -138,29 +138,65 @@ class MemoryCallback:
         """The objective, run through the gate with its memory recorded."""
 
         def wrapped(trial):
-            import optuna
-
-            ticket = None
-            if self.spec is not None or self.need is not None:
-                p = self._predict(trial)
-                trial.set_user_attr("memreplay_need_bytes", p["need_bytes"])
-                if self.gate is not None:
-                    try:
-                        ticket = self.gate.acquire(p["need_bytes"], label=f"trial {trial.number}", timeout=self.timeout)
-                    except TrialTooLarge as e:
-                        trial.set_user_attr("memreplay_diagnosis", "capacity")
-                        trial.set_user_attr("memreplay_diagnosis_text", str(e))
-                        raise optuna.TrialPruned(str(e)) from None
-                    trial.set_user_attr("memreplay_wait_s", round(ticket.waited, 3))
+            reg = None
+            if self.gate is not None and self.gate.path is not None:
+                self._recover(trial.study)
+                reg = self.gate.register_trial({"study": trial.study.study_name, "trial_id": trial._trial_id,
+                                                "number": trial.number})
             try:
-                return self._run(objective, trial)
+                return self._admit_and_run(objective, trial)
             finally:
-                if ticket is not None:
-                    ticket.release()
+                if reg is not None:
+                    self.gate.unregister_trial(reg)
 
         wrapped.__name__ = getattr(objective, "__name__", "objective")
         wrapped.__doc__ = objective.__doc__
         return wrapped
+
+    def _admit_and_run(self, objective, trial):
+        import optuna
+
+        ticket = None
+        if self.spec is not None or self.need is not None:
+            p = self._predict(trial)
+            trial.set_user_attr("memreplay_need_bytes", p["need_bytes"])
+            if self.gate is not None:
+                try:
+                    ticket = self.gate.acquire(p["need_bytes"], label=f"trial {trial.number}", timeout=self.timeout)
+                except TrialTooLarge as e:
+                    trial.set_user_attr("memreplay_diagnosis", "capacity")
+                    trial.set_user_attr("memreplay_diagnosis_text", str(e))
+                    raise optuna.TrialPruned(str(e)) from None
+                trial.set_user_attr("memreplay_wait_s", round(ticket.waited, 3))
+        try:
+            return self._run(objective, trial)
+        finally:
+            if ticket is not None:
+                ticket.release()
+
+    def _recover(self, study):
+        """Fails the trials a dead worker of this study left running and
+        enqueues each again with the parameters it had drawn: a killed
+        worker loses no trial. Optuna's own heartbeat does this too, but
+        Optuna 3.1's fails live trials as well (optuna/optuna#4234), so
+        the gate's ledger, which knows which process ran which trial, is
+        the record used here."""
+        from optuna.trial import TrialState
+
+        storage = study._storage
+        for o in self.gate.take_orphans(study.study_name):
+            try:
+                ft = storage.get_trial(o["trial_id"])
+                if ft.state != TrialState.RUNNING:
+                    continue
+                storage.set_trial_user_attr(o["trial_id"], "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
+                if not storage.set_trial_state_values(o["trial_id"], TrialState.FAIL):
+                    continue
+            except RuntimeError:  # finished meanwhile: nothing was lost
+                continue
+            study.enqueue_trial(ft.params, user_attrs={"memreplay_retry_of": ft.number})
+            print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and enqueued again",
+                  file=sys.stderr)
 
     def _run(self, objective, trial):
         import optuna

@@ -23,6 +23,7 @@ sys.path.insert(0, {root!r})
 from memreplay import MemoryGate
 g = MemoryGate({budget}, path={path!r})
 t = g.acquire({need}, label="child")
+g.register_trial({{"study": "s", "trial_id": 7}})
 print("held", flush=True)
 time.sleep(60)
 """
@@ -132,6 +133,13 @@ class Processes(unittest.TestCase):
             with open(path) as f:
                 led = json.load(f)
             self.assertEqual(led["holders"], {})
+            # Each dead worker's registered trial is handed out once, to a
+            # worker of its study.
+            self.assertEqual(gate.take_orphans("other"), [])
+            orphans = gate.take_orphans("s")
+            self.assertEqual(sorted(o["pid"] for o in orphans), sorted([a.pid, b.pid]))
+            self.assertEqual({o["trial_id"] for o in orphans}, {7})
+            self.assertEqual(gate.take_orphans("s"), [])
         finally:
             for p in (a, b):
                 p.kill()

@@ -83,12 +83,11 @@ class PostgresWorkers(unittest.TestCase):
         subprocess.run(self.run_as + [self.pg_ctl, "-D", self.data, "-m", "immediate", "-w", "stop"], capture_output=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def test_two_workers_one_study(self):
+    def test_two_workers_one_study_one_killed(self):
         url = f"postgresql+psycopg2://postgres@/postgres?host={self.dir}&port={self.port}"
         budget = 20 << 30
-        trials, killed = run_workers(self, url, 2, budget, 10, kill_one=False)
-        check_study(self, trials, budget, 10, killed)
-        self.assertIsNone(killed)
+        trials, killed = run_workers(self, url, 2, budget, 12, kill_one=True, n_jobs=2)
+        check_study(self, trials, budget, 12, killed)
 
 
 if __name__ == "__main__":

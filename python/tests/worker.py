@@ -1,10 +1,11 @@
 """One worker process of a study shared through an RDB storage, as a user
-would run it on each GPU host: its own gate on the host's budget file, the
-memreplay callback, Optuna's heartbeat so a killed worker's trial is retried.
-The trial sleeps for its modelled time with the memory `memreplay estimate`
-predicts held at the gate (no GPU here), and records when it ran.
+would run it on each GPU host: its own gate on the host's budget file and
+the memreplay callback (which also fails and enqueues again the trials of a
+worker that died). The trial sleeps for its modelled time with the memory
+`memreplay estimate` predicts held at the gate (no GPU here), and records
+when it ran.
 
-Usage: worker.py STORAGE_URL STUDY BUDGET_FILE BUDGET COMPLETE_TRIALS SLEEP_S"""
+Usage: worker.py STORAGE_URL STUDY BUDGET_FILE BUDGET COMPLETE_TRIALS SLEEP_S N_JOBS"""
 
 import os
 import sys
@@ -13,17 +14,14 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import optuna  # noqa: E402
-from optuna.storages import RDBStorage, RetryFailedTrialCallback  # noqa: E402
 from optuna.study import MaxTrialsCallback  # noqa: E402
 from optuna.trial import TrialState  # noqa: E402
 
 import memreplay  # noqa: E402
 
-url, name, budget_file, budget, n, sleep_s = sys.argv[1:7]
+url, name, budget_file, budget, n, sleep_s, n_jobs = sys.argv[1:8]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-storage = RDBStorage(url, heartbeat_interval=1, grace_period=10,
-                     failed_trial_callback=RetryFailedTrialCallback(max_retry=2))
-study = optuna.load_study(study_name=name, storage=storage)
+study = optuna.load_study(study_name=name, storage=url)
 
 
 def spec_of(trial):
@@ -46,24 +44,14 @@ cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=budg
 
 def pending():
     """Trials the study still owes: retries waiting to run, and trials of
-    a worker that died (failed by the heartbeat check once stale, then
-    retried by RetryFailedTrialCallback). A running trial without a pid
-    was just asked for (it gets one at once) or its worker died first."""
+    a worker that died, which the next trial to start recovers."""
     return [t for t in study.get_trials(deepcopy=False, states=(TrialState.WAITING, TrialState.RUNNING))
-            if t.state == TrialState.WAITING or not memreplay.gate.process_alive(t.user_attrs.get("pid", 0))]
+            if t.state == TrialState.WAITING or "pid" in t.user_attrs and not memreplay.gate.process_alive(t.user_attrs["pid"])]
 
 
 while True:
-    try:
-        study.optimize(cb.wrap(objective), n_jobs=2,
-                       callbacks=[cb, MaxTrialsCallback(int(n), states=(TrialState.COMPLETE,))])
-    except RuntimeError as e:
-        # Optuna 3.1's fail_stale_trials races: two workers that find the
-        # same stale trial both mark it failed, and the later one raises
-        # (outside the objective, so no callback sees it). The trial is
-        # failed either way; carry on.
-        if "has already finished and can not be updated" not in str(e):
-            raise
+    study.optimize(cb.wrap(objective), n_jobs=int(n_jobs),
+                   callbacks=[cb, MaxTrialsCallback(int(n), states=(TrialState.COMPLETE,))])
     if not pending():
         break
     time.sleep(0.5)
