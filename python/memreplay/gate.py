@@ -29,6 +29,7 @@ import os
 import socket
 import threading
 import time
+import uuid
 
 from .sizes import format_size, parse_size
 
@@ -75,6 +76,11 @@ def process_alive(pid, start=None):
 
 
 _ME = None
+
+# This process image. os.execv (a worker restarting itself after a sticky
+# CUDA error) keeps the pid and the start time, so an entry of the image
+# before the exec would look alive; the token tells them apart.
+_IMAGE = uuid.uuid4().hex
 
 
 def _me():
@@ -171,20 +177,29 @@ class MemoryGate:
                 os.close(fd)  # releases the flock
 
     @staticmethod
-    def _reclaim(led):
+    def _dead(e):
+        if e.get("host") not in (None, socket.gethostname()):
+            return False  # another host's file on a shared disk: not ours to judge
+        pid, start = _me()
+        if e["pid"] == pid and e.get("start") == start:
+            return e.get("image") != _IMAGE  # an earlier image of this process, before an exec
+        return not process_alive(e["pid"], e.get("start"))
+
+    @classmethod
+    def _reclaim(cls, led):
         """Drops the entries of processes that are gone; returns them."""
         gone = []
         for k, e in list(led["holders"].items()):
-            if not process_alive(e["pid"], e.get("start")):
+            if cls._dead(e):
                 gone.append(led["holders"].pop(k))
         alive = []
         for w in led["waiting"]:
-            (alive if process_alive(w["pid"], w.get("start")) else gone).append(w)
+            (gone if cls._dead(w) else alive).append(w)
         led["waiting"] = alive
         # A dead worker's registered trials become orphans, for a worker of
         # the same study to fail and enqueue again (take_orphans).
         for k, e in list(led.get("trials", {}).items()):
-            if not process_alive(e["pid"], e.get("start")):
+            if cls._dead(e):
                 led["orphans"].append(led["trials"].pop(k))
         return gone
 
@@ -202,7 +217,7 @@ class MemoryGate:
         with self._lock:
             self._seq += 1
             key = f"{self._host}:{pid}:{start}:{threading.get_ident()}:{self._seq}"
-        entry = {"pid": pid, "start": start, "host": self._host, "bytes": need, "label": str(label), "key": key}
+        entry = {"pid": pid, "start": start, "image": _IMAGE, "host": self._host, "bytes": need, "label": str(label), "key": key}
         t0 = time.monotonic()
 
         def enqueue(led):
@@ -252,7 +267,7 @@ class MemoryGate:
         with self._lock:
             self._seq += 1
             key = f"{self._host}:{pid}:{start}:{threading.get_ident()}:t{self._seq}"
-        entry = dict(meta, pid=pid, start=start, host=self._host)
+        entry = dict(meta, pid=pid, start=start, image=_IMAGE, host=self._host)
 
         def reg(led):
             self._reclaim(led)

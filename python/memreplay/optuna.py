@@ -93,8 +93,9 @@ class MemoryCallback:
     restart_on_sticky: after a sticky CUDA error, replace the worker process
         with a fresh one (os.execv of the same command line): it rejoins the
         study through its storage, so use an RDB storage. With n_jobs > 1
-        the other threads' trials die with the process; Optuna's heartbeat
-        (RDBStorage heartbeat_interval) marks them failed.
+        the other threads' trials die with the process; with a budget
+        file, the restarted process's gate reclaims their bytes and the
+        next trial fails and enqueues them again (docs/optuna.md).
     max_failures: stop the study (study.stop()) after this many failed
         trials in a row in this process; 0 never stops.
     """

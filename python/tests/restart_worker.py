@@ -18,7 +18,7 @@ from optuna.trial import TrialState  # noqa: E402
 import fakegpu  # noqa: E402
 import memreplay  # noqa: E402
 
-url, marker = sys.argv[1:3]
+url, marker, budget_file = sys.argv[1:4]
 print("start", os.getpid(), flush=True)
 optuna.logging.set_verbosity(optuna.logging.ERROR)
 study = optuna.create_study(study_name="restart", storage=url, load_if_exists=True)
@@ -35,6 +35,14 @@ def objective(trial):
     return trial.suggest_float("x", 0, 1)
 
 
-cb = memreplay.optuna.MemoryCallback(stats=fakegpu.stats, empty_cache=fakegpu.empty_cache, restart_on_sticky=True)
-study.optimize(cb.wrap(objective), callbacks=[cb, MaxTrialsCallback(4, states=(TrialState.COMPLETE,))])
+# Each trial needs the whole budget: the second thread waits at the gate
+# when the first restarts the process, and its entry, left by the image
+# before the exec, must not block the fresh one.
+gate = memreplay.MemoryGate(64 << 20, path=budget_file, poll=0.01)
+cb = memreplay.optuna.MemoryCallback(gate=gate, need=lambda t: 64 << 20, stats=fakegpu.stats,
+                                     empty_cache=fakegpu.empty_cache, restart_on_sticky=True)
+while True:
+    study.optimize(cb.wrap(objective), n_jobs=2, callbacks=[cb, MaxTrialsCallback(4, states=(TrialState.COMPLETE,))])
+    if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        break
 print("done", os.getpid(), flush=True)

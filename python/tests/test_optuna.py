@@ -122,7 +122,8 @@ class StickyRestart(unittest.TestCase):
             self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
         tmp = tempfile.mkdtemp()
         url = "sqlite:///" + os.path.join(tmp, "study.db")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "restart_worker.py"), url, os.path.join(tmp, "marker")],
+        budget_file = os.path.join(tmp, "gpu0.budget")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "restart_worker.py"), url, os.path.join(tmp, "marker"), budget_file],
                            capture_output=True, text=True, timeout=120)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         lines = p.stdout.split()
@@ -132,8 +133,23 @@ class StickyRestart(unittest.TestCase):
         self.assertEqual(lines, ["start", pid, "start", pid, "done", pid], p.stdout)
         self.assertIn("restarting this worker process", p.stderr)
         trials = optuna.load_study(study_name="restart", storage=url).get_trials()
-        self.assertEqual([t.state for t in trials], [TrialState.FAIL] + [TrialState.COMPLETE] * 4)
-        self.assertIn("device-side assert", trials[0].user_attrs["memreplay_sticky_error"])
+        states = [t.state for t in trials]
+        self.assertNotIn(TrialState.RUNNING, states)
+        self.assertGreaterEqual(states.count(TrialState.COMPLETE), 4)
+        sticky = [t for t in trials if "memreplay_sticky_error" in t.user_attrs]
+        self.assertEqual(len(sticky), 1)
+        self.assertEqual(sticky[0].state, TrialState.FAIL)
+        self.assertIn("device-side assert", sticky[0].user_attrs["memreplay_sticky_error"])
+        # The other thread's trial died with the old image: failed and run
+        # again, never left running.
+        for t in trials:
+            if t.state == TrialState.FAIL and t is not sticky[0]:
+                self.assertIn("memreplay_worker_died", t.user_attrs)
+                self.assertEqual([r.state for r in trials if r.user_attrs.get("memreplay_retry_of") == t.number],
+                                 [TrialState.COMPLETE])
+        with open(budget_file) as f:
+            led = json.load(f)
+        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
 
 
 class Diagnoses(unittest.TestCase):
