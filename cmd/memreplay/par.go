@@ -25,7 +25,8 @@ processes, each with its own CUDA context and caching allocator, sharing the
 GPU's memory, starting at random offsets and running --trials-per-worker
 trials in turn (their caches carry over, as an Optuna worker's does). Trials
 are drawn from the search space (the seeds' BERT/RoBERTa/DeBERTa study by
-default, or --space), or from TRACE files (a file's trial_start/trial_end
+default, --space, or an Optuna study's with --optuna-storage URL --study NAME,
+read through Optuna: docs/optuna.md), or from TRACE files (a file's trial_start/trial_end
 pairs, or the whole file, are its trials).
 
 For every k it prints OOMs, alloc retries, the GPU's peak use against its

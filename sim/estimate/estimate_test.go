@@ -16,7 +16,7 @@ import (
 func spec(t testing.TB, model string, batch, seq int, prec trial.Precision) trial.Spec {
 	m, err := trial.LookupModel(model)
 	require.NoError(t, err)
-	return trial.Spec{Model: m, Batch: batch, SeqLen: seq, Precision: prec, Steps: 8, EvalEvery: 3}
+	return trial.Spec{Model: m, Batch: batch, SeqLen: seq, Precision: prec, Steps: 5, EvalEvery: 3}
 }
 
 // full replays the whole trial: what the short run must equal.
@@ -85,7 +85,7 @@ func TestPredictionFigures(t *testing.T) {
 	dyn.DynamicPadding = true
 	d, err := estimate.Spec(dyn, estimate.Options{})
 	require.NoError(t, err)
-	require.Equal(t, 8, d.StepsSimulated)
+	require.Equal(t, 5, d.StepsSimulated)
 	live, reserved := full(t, dyn, nil)
 	require.Equal(t, live, d.PeakLiveBytes)
 	require.Equal(t, reserved, d.PeakReservedBytes)
