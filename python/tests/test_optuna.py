@@ -152,6 +152,30 @@ class StickyRestart(unittest.TestCase):
         self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
 
 
+class TorchAllocator(unittest.TestCase):
+    def test_callback_finds_libmemreplay(self):
+        need_optuna(self)
+        if not fakegpu.available():
+            self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
+        repo = os.path.dirname(os.path.dirname(HERE))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "torch_allocator_study.py"), repo],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        rows = [json.loads(l) for l in p.stdout.splitlines()]
+        trials, end = rows[:-1], rows[-1]
+        self.assertEqual([t["state"] for t in trials], ["COMPLETE", "COMPLETE", "PRUNED"])
+        for t in trials:
+            self.assertEqual(t["memreplay_stats_source"], "libmemreplay")
+            self.assertEqual(t["memreplay_peak_scope"], "process")
+            self.assertGreaterEqual(t["memreplay_peak_allocated_bytes"], t["tensors"] * (32 << 20))
+        self.assertEqual(trials[2]["memreplay_ooms"], 1)
+        self.assertEqual(trials[0]["memreplay_ooms"], 0)
+        self.assertEqual(trials[2]["memreplay_diagnosis"], "capacity")
+        self.assertTrue(trials[2]["memreplay_oom"])
+        # The callback emptied libmemreplay's cache after the last trial.
+        self.assertEqual(end, {"reserved_after": 0})
+
+
 class Diagnoses(unittest.TestCase):
     def msg(self, tried, total, free, allocated, unalloc):
         return (f"CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity of {total} of which {free} is free. "
