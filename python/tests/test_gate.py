@@ -80,12 +80,17 @@ class Threads(unittest.TestCase):
         gate = MemoryGate(10, poll=0.002)
         order = []
         first = gate.acquire(6)
-        big = threading.Thread(target=lambda: (gate.acquire(8).release(), order.append("big")))
+        def enter(n, name):
+            t = gate.acquire(n)
+            order.append(name)  # before the release: whoever enters next comes after
+            t.release()
+
+        big = threading.Thread(target=enter, args=(8, "big"))
         big.start()
         while len(gate._mem["waiting"]) < 1:
             time.sleep(0.001)
         # A small trial that would fit now waits behind the big one.
-        small = threading.Thread(target=lambda: (gate.acquire(2).release(), order.append("small")))
+        small = threading.Thread(target=enter, args=(2, "small"))
         small.start()
         time.sleep(0.05)
         self.assertEqual(order, [])
