@@ -113,6 +113,8 @@ class MemoryCallback:
         self.restart_on_sticky = restart_on_sticky
         self.max_failures = max_failures
         self._lock = threading.Lock()
+        self._active = 0  # trials running in this process now
+        self._starts = 0  # trials started in this process so far
         self.failures_in_a_row = 0
 
     # --- inside the trial -------------------------------------------------
@@ -200,21 +202,41 @@ class MemoryCallback:
                   file=sys.stderr)
 
     def _run(self, objective, trial):
+        fn, name, reset = self._stats_source()
+        # Threads of one process share one allocator: a peak is the trial's
+        # only when no other trial ran beside it, and a reset of the peaks
+        # must not cut into another trial's.
+        with self._lock:
+            alone = self._active == 0
+            self._active += 1
+            self._starts += 1
+            started = self._starts
+        before = {}
+        try:
+            if fn is not None:
+                if reset is not None and alone:
+                    reset()
+                before = fn()
+            return self._objective(objective, trial, fn, name, reset if alone else None, before, started)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _objective(self, objective, trial, fn, name, reset, before, started):
         import optuna
 
-        fn, name, reset = self._stats_source()
-        before = {}
-        if fn is not None:
-            if reset is not None:
-                reset()
-            before = fn()
+        def record():
+            with self._lock:
+                scope_trial = reset is not None and self._starts == started and self._active == 1
+            return self._record(trial, fn, name, scope_trial, before)
+
         try:
             value = objective(trial)
         except optuna.TrialPruned:
-            self._record(trial, fn, name, reset, before)
+            record()
             raise
         except Exception as e:
-            stats = self._record(trial, fn, name, reset, before)
+            stats = record()
             if is_oom(e):
                 d = diagnose(str(e), stats)
                 trial.set_user_attr("memreplay_oom", True)
@@ -228,10 +250,10 @@ class MemoryCallback:
                 n = len(trial.study.directions)
                 return float("nan") if n == 1 else [float("nan")] * n
             raise
-        self._record(trial, fn, name, reset, before)
+        record()
         return value
 
-    def _record(self, trial, fn, name, reset, before):
+    def _record(self, trial, fn, name, scope_trial, before):
         if fn is None:
             return {}
         try:
@@ -246,7 +268,7 @@ class MemoryCallback:
             if key in s:
                 trial.set_user_attr(attr, int(s[key]) - int(before.get(key, 0)))
         trial.set_user_attr("memreplay_stats_source", name)
-        trial.set_user_attr("memreplay_peak_scope", "trial" if reset is not None else "process")
+        trial.set_user_attr("memreplay_peak_scope", "trial" if scope_trial else "process")
         return s
 
     # --- between trials: the Optuna callback ------------------------------

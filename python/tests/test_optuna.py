@@ -176,6 +176,53 @@ class TorchAllocator(unittest.TestCase):
         self.assertEqual(end, {"reserved_after": 0})
 
 
+class PeakScope(unittest.TestCase):
+    """Threads share one allocator: a trial's peaks are its own only when it
+    ran alone, and a reset of the peaks must not cut into another trial's."""
+
+    def run_study(self, n_jobs):
+        import threading
+
+        lock = threading.Lock()
+        state = {"peak": 0, "resets": 0}
+
+        def stats():
+            with lock:
+                return {"allocated_bytes.all.peak": state["peak"], "num_ooms": 0}
+
+        def reset():
+            with lock:
+                state["resets"] += 1
+                state["peak"] = 0
+
+        def objective(trial):
+            with lock:
+                state["peak"] += 1
+            time.sleep(0.05)
+            return 0.0
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study()
+        cb = memreplay.optuna.MemoryCallback(stats=stats, reset_peak=reset, empty_cache=False)
+        study.optimize(cb.wrap(objective), n_trials=8, n_jobs=n_jobs, callbacks=[cb])
+        return study.get_trials(), state["resets"]
+
+    def test_alone_and_side_by_side(self):
+        need_optuna(self)
+        trials, resets = self.run_study(1)
+        self.assertEqual(resets, 8)
+        for t in trials:
+            self.assertEqual(t.user_attrs["memreplay_peak_scope"], "trial")
+            self.assertEqual(t.user_attrs["memreplay_peak_allocated_bytes"], 1)
+        trials, resets = self.run_study(4)
+        scopes = [t.user_attrs["memreplay_peak_scope"] for t in trials]
+        self.assertIn("process", scopes)
+        self.assertLess(resets, 8, "no reset while another trial runs")
+        for t in trials:
+            if t.user_attrs["memreplay_peak_scope"] == "trial":
+                self.assertEqual(t.user_attrs["memreplay_peak_allocated_bytes"], 1)
+
+
 class Diagnoses(unittest.TestCase):
     def msg(self, tried, total, free, allocated, unalloc):
         return (f"CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity of {total} of which {free} is free. "
