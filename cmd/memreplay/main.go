@@ -34,6 +34,7 @@ Usage:
   memreplay par [flags] [TRACE...]   how many trials fit on one GPU at once (PAR)
   memreplay trials [flags]           run an HPO study on the simulated GPU
   memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
+  memreplay estimate [flags] [TRACE] predict one trial's peak live and reserved memory
   memreplay demo [flags]             generated fine-tuning trials on a simulated GPU, no trace needed
   memreplay plan [flags] FILE.csv    place buffers with known lifetimes at the lowest peak
   memreplay help [command]           show help
@@ -101,6 +102,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 		"replay": replayCmd, "compare": compareCmd, "inspect": inspectCmd,
 		"convert": convertCmd, "demo": demoCmd, "report": reportCmd,
 		"par": parCmd, "trials": trialsCmd, "synth": synthCmd, "plan": planCmd,
+		"estimate": estimateCmd,
 	}
 	switch cmd := cmds[args[0]]; {
 	case cmd != nil:

@@ -68,7 +68,7 @@ func TestDemoFailOnOOM(t *testing.T) {
 // Every command the usage lists is reachable through run, with its own
 // help: a command written but not registered would fail here.
 func TestEveryCommandRegistered(t *testing.T) {
-	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo"} {
+	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo", "estimate"} {
 		require.Contains(t, usage, "memreplay "+c+" ", c)
 		code, stdout, stderr := runCLI("help", c)
 		require.Equal(t, 0, code, c)

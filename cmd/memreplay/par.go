@@ -24,8 +24,9 @@ processes, each with its own CUDA context and caching allocator, sharing the
 GPU's memory, starting at random offsets and running --trials-per-worker
 trials in turn (their caches carry over, as an Optuna worker's does). Trials
 are drawn from a search space (--space; by default the BERT-family study on
-a 24 GiB card, see below), or from TRACE files (a file's
-trial_start/trial_end pairs, or the whole file, are its trials).
+a 24 GiB card, see below; or an Optuna study's space with --optuna-storage URL
+--study NAME, read through Optuna: docs/optuna.md), or from TRACE files (a
+file's trial_start/trial_end pairs, or the whole file, are its trials).
 
 For every k it prints OOMs, alloc retries, the GPU's peak use against its
 capacity, headroom, waste, P(at least one OOM in a mix) with its Wilson
@@ -73,6 +74,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	confidence := fs.Float64("confidence", simpar.DefaultConfidence, "confidence of the safe-PAR answer, in (0, 1)")
 	perWorker := fs.Int("trials-per-worker", simpar.DefaultTrialsPerWorker, "trials each worker runs in turn in a mix")
 	spaceFile := fs.String("space", "", "search space JSON file (default: the BERT-family study; docs/trials.md gives the format)")
+	optStorage := fs.String("optuna-storage", "", "the search space of an Optuna study (with --study), read from its storage URL through Optuna (docs/optuna.md)")
+	optStudy := fs.String("study", "", "the Optuna study's name (with --optuna-storage)")
+	optFixed := fs.StringArray("optuna-fixed", nil, "KEY=VALUE for what the Optuna study does not search, e.g. seq_len=128 (repeatable)")
+	optName := fs.StringArray("optuna-name", nil, "KEY=PARAM: the Optuna study's parameter name for a memreplay key, e.g. batch=bs (repeatable)")
 	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (every model draws from the full lists, as the BERT-family study did before its OOM fix)")
 	steps := fs.Int("steps", 0, "optimizer steps per trial (0: the space's, else sim/trial's default); fewer run faster")
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
@@ -121,6 +126,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--steps %d: want 0 or more", *steps)}
 	case o.ContextOverhead >= o.Capacity:
 		return usageError{fmt.Errorf("--context-overhead %s is not below --capacity %s", *ctx, *capacity)}
+	case (*optStorage == "") != (*optStudy == ""):
+		return usageError{fmt.Errorf("--optuna-storage and --study go together")}
+	case *optStorage != "" && (*spaceFile != "" || fs.NArg() > 0):
+		return usageError{fmt.Errorf("--optuna-storage, --space and trace files exclude each other: trials come from one of them")}
 	case fs.NArg() > 0 && (*spaceFile != "" || *unconstrained || *steps != 0):
 		return usageError{fmt.Errorf("trace files and --space/--unconstrained/--steps exclude each other: trials come from one or the other")}
 	}
@@ -153,6 +162,12 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 				return inputError{err}
 			}
 			o.Source = "search space " + *spaceFile
+		}
+		if *optStorage != "" {
+			if space, err = optunaSpace(*optStorage, *optStudy, *optFixed, *optName, stderr); err != nil {
+				return err
+			}
+			o.Source = fmt.Sprintf("the search space of Optuna study %q", *optStudy)
 		}
 		if *unconstrained {
 			space = space.Unconstrained()

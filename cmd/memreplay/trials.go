@@ -85,6 +85,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	doubleClear := fs.Bool("double-clear", false, "empty_cache(); synchronize(); gc.collect(); empty_cache() after each trial")
 	resetEvery := fs.Int("reset-every", 0, "restart each worker's process (fresh context) every N trials; 0: never")
 	estimatePrune := fs.Bool("estimate-prune", false, "prune trials whose estimated peak does not fit capacity/PAR before they run")
+	estimateBy := fs.String("estimate-by", study.EstimateByHand, "what --estimate-prune predicts with: hand (the hand count x (1 + margin)) or replay (memreplay estimate's peak reserved + context)")
 	estimateMargin := fs.Float64("estimate-margin", study.DefaultEstimateMargin, "allocator overhead added to the estimate (0.1 = 10%)")
 	restart := fs.Bool("restart-on-error", false, "restart a worker with a fresh context after a sticky device error")
 	maxFailures := fs.Int("max-failures", 3, "give a worker up after this many failed trials in a row")
@@ -128,7 +129,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 		State: *state, Resume: *resume, Warn: trialsWarnWriter{stderr},
 		Stagger: *stagger, ComputeShare: *share, Gap: *gap, StartupCost: *startup,
 		Policy: study.Policy{PruneOnOOM: *pruneOnOOM, EmptyCache: *emptyCache, DoubleClear: *doubleClear,
-			ResetEvery: *resetEvery, EstimatePrune: *estimatePrune, EstimateMargin: *estimateMargin,
+			ResetEvery: *resetEvery, EstimatePrune: *estimatePrune, EstimateMargin: *estimateMargin, EstimateBy: *estimateBy,
 			RestartOnError: *restart, MaxFailures: *maxFailures, OOMCorrupts: *oomCorrupts, FaultRate: *faultRate}}
 	if *estimateMargin == study.DefaultEstimateMargin {
 		o.Policy.EstimateMargin = 0 // the default, spelt the same in every header
@@ -185,6 +186,8 @@ func checkStudyFlags(o study.Options) error {
 		return fmt.Errorf("--par %d: want at least 1", o.Workers)
 	case o.Sampler != study.RandomSampler && o.Sampler != study.GridSampler:
 		return fmt.Errorf("--sampler %q: want random or grid", o.Sampler)
+	case p.EstimateBy != study.EstimateByHand && p.EstimateBy != study.EstimateByReplay:
+		return fmt.Errorf("--estimate-by %q: want hand or replay", p.EstimateBy)
 	case p.OOMCorrupts < 0 || p.OOMCorrupts > 1:
 		return fmt.Errorf("--oom-corrupts %v: want a probability in [0, 1]", p.OOMCorrupts)
 	case p.FaultRate < 0 || p.FaultRate > 1:

@@ -78,8 +78,9 @@ var Packages = map[string]Place{
 	"sim/replay/realgpu":             {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
 	"sim/par":                        {Sim, 2},
-	"sim/study":                      {Sim, 2},
+	"sim/estimate":                   {Sim, 2},
 	"sim/demo":                       {Sim, 2},
+	"sim/study":                      {Sim, 3},
 
 	"profiler":        {Profiler, 0},
 	"profiler/report": {Profiler, 1},

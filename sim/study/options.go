@@ -28,6 +28,7 @@ type OptionsJSON struct {
 	ResetEvery      int     `json:"reset_every"`
 	EstimatePrune   bool    `json:"estimate_prune"`
 	EstimateMargin  float64 `json:"estimate_margin"`
+	EstimateBy      string  `json:"estimate_by,omitempty"` // absent in headers before it existed: the hand count
 	RestartOnError  bool    `json:"restart_on_error"`
 	MaxFailures     int     `json:"max_failures"`
 	OOMCorrupts     float64 `json:"oom_corrupts"`
@@ -48,10 +49,18 @@ func (o Options) JSON() OptionsJSON {
 	return OptionsJSON{Space: o.Space, Sampler: sampler, Trials: o.Trials, Workers: o.Workers, Seed: o.Seed,
 		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, AllocConf: o.AllocConf,
 		PruneOnOOM: p.PruneOnOOM, EmptyCache: p.EmptyCache, DoubleClear: p.DoubleClear, ResetEvery: p.ResetEvery,
-		EstimatePrune: p.EstimatePrune, EstimateMargin: p.EstimateMargin, RestartOnError: p.RestartOnError,
+		EstimatePrune: p.EstimatePrune, EstimateMargin: p.EstimateMargin, EstimateBy: estimateBy(p.EstimateBy), RestartOnError: p.RestartOnError,
 		MaxFailures: p.MaxFailures, OOMCorrupts: p.OOMCorrupts, FaultRate: p.FaultRate,
 		StaggerUS: o.Stagger.Microseconds(), ComputeShare: o.ComputeShare,
 		GapUS: o.Gap.Microseconds(), StartupUS: o.StartupCost.Microseconds()}
+}
+
+// estimateBy spells the default as headers always have: absent.
+func estimateBy(s string) string {
+	if s == EstimateByHand {
+		return ""
+	}
+	return s
 }
 
 // diffOptions names every field (other than trials) where the file's

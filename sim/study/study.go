@@ -47,7 +47,11 @@
 //     estimate table). The estimate is the per-trial budget a user would
 //     compute; it ignores that the other workers may be idle or small, so
 //     it prunes some trials that would have run: that is its cost, and the
-//     report shows it.
+//     report shows it. EstimateBy "replay" uses sim/estimate's prediction
+//     instead, the one `memreplay estimate` prints and the Python gate
+//     admits trials by: the trial replayed alone through the allocator
+//     (peak reserved, rounding and cache included) plus one CUDA context,
+//     against capacity/PAR, with EstimateMargin (default 0 there) on top.
 //   - RestartOnError, MaxFailures: a trial that hits a sticky device error
 //     fails; the worker restarts with a fresh context, and gives up after
 //     MaxFailures (default 3) failed trials in a row (seed 004, "Consecutive
@@ -97,6 +101,7 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim/estimate"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
@@ -120,8 +125,14 @@ const (
 	GridSampler   = "grid"
 )
 
-// DefaultEstimateMargin is Policy.EstimateMargin when 0.
+// DefaultEstimateMargin is Policy.EstimateMargin when 0, for the hand count.
 const DefaultEstimateMargin = 0.10
+
+// What Policy.EstimateBy predicts a trial's memory with.
+const (
+	EstimateByHand   = "hand"   // trial.Spec.Estimate's peak x (1 + margin), against capacity/PAR - context
+	EstimateByReplay = "replay" // sim/estimate: peak reserved of the trial replayed alone + context, against capacity/PAR
+)
 
 // Policy is the seeds' fixes, each a switch (package comment).
 type Policy struct {
@@ -130,7 +141,8 @@ type Policy struct {
 	DoubleClear    bool
 	ResetEvery     int
 	EstimatePrune  bool
-	EstimateMargin float64 // 0 means DefaultEstimateMargin
+	EstimateMargin float64 // 0 means DefaultEstimateMargin ("hand"), 0 ("replay")
+	EstimateBy     string  // "" or EstimateByHand, EstimateByReplay
 	RestartOnError bool
 	MaxFailures    int     // 0 means 3
 	OOMCorrupts    float64 // probability that an OOM corrupts the worker's context
@@ -209,6 +221,7 @@ type study struct {
 	proc         []int
 	trialsInProc []int
 	cause        map[int]string
+	predicted    map[trial.Spec]uint64 // EstimateByReplay's predictions, by spec
 }
 
 // Run runs (or resumes) a study.
@@ -280,6 +293,8 @@ func newStudy(o Options) (*study, error) {
 		return nil, fmt.Errorf("max-failures %d: want 0 (default 3) or more", p.MaxFailures)
 	case p.EstimateMargin < 0:
 		return nil, fmt.Errorf("estimate margin %v: want 0 or more", p.EstimateMargin)
+	case p.EstimateBy != "" && p.EstimateBy != EstimateByHand && p.EstimateBy != EstimateByReplay:
+		return nil, fmt.Errorf("estimate by %q: want %s or %s", p.EstimateBy, EstimateByHand, EstimateByReplay)
 	case o.ComputeShare < 0 || o.ComputeShare > 1:
 		return nil, fmt.Errorf("compute share %v: want (0, 1]", o.ComputeShare)
 	}
@@ -351,11 +366,15 @@ func (s *study) nextTask(w int, now time.Duration) (workers.Task, bool) {
 		}
 		sp := s.specFor(id)
 		if s.o.Policy.EstimatePrune {
-			need, budget := s.estimate(sp)
+			need, budget, err := s.estimate(sp)
+			if err != nil {
+				s.err = err
+				return workers.Task{}, false
+			}
 			if need > budget {
 				r := Record{Kind: "trial", ID: id, Label: sp.String(), Spec: specJSON(sp), Worker: -1,
 					Outcome: PrunedEstimate, StartUS: s.offsetUS + now.Microseconds(), EndUS: s.offsetUS + now.Microseconds(),
-					Error:         fmt.Sprintf("estimate %s with margin > %s per worker (capacity/%d - context)", gib(need), gib(budget), s.o.Workers),
+					Error:         s.pruneMessage(need, budget),
 					EstimateBytes: need, Run: s.runIdx}
 				if err := s.record(r); err != nil {
 					s.err = err
@@ -369,23 +388,52 @@ func (s *study) nextTask(w int, now time.Duration) (workers.Task, bool) {
 	return workers.Task{}, false
 }
 
-// estimate is the pre-trial check: the estimate's peak with the margin,
-// and one worker's share of the GPU.
-func (s *study) estimate(sp trial.Spec) (need, budget uint64) {
-	m := s.o.Policy.EstimateMargin
-	if m == 0 {
-		m = DefaultEstimateMargin
-	}
-	need = uint64(float64(sp.Estimate().PeakBytes) * (1 + m))
+// estimate is the pre-trial check: the prediction with the margin, and
+// one worker's share of the GPU it must fit.
+func (s *study) estimate(sp trial.Spec) (need, budget uint64, err error) {
 	ctx := s.o.ContextOverhead
 	if ctx == 0 {
 		ctx = gpu.DefaultContextOverhead
 	}
 	share := s.o.Capacity / uint64(s.o.Workers)
+	m := s.o.Policy.EstimateMargin
+	if s.o.Policy.EstimateBy == EstimateByReplay {
+		// The prediction counts the context; a spec's seed matters only
+		// to dynamic padding's draws.
+		key := sp
+		if !key.DynamicPadding {
+			key.Seed = 0
+		}
+		n, ok := s.predicted[key]
+		if !ok {
+			p, err := estimate.Spec(sp, estimate.Options{Config: &s.cfg, ContextOverhead: ctx})
+			if err != nil {
+				return 0, 0, fmt.Errorf("estimate of %s: %w", sp, err)
+			}
+			n = p.NeedBytes
+			if s.predicted == nil {
+				s.predicted = map[trial.Spec]uint64{}
+			}
+			s.predicted[key] = n
+		}
+		return uint64(float64(n) * (1 + m)), share, nil
+	}
+	if m == 0 {
+		m = DefaultEstimateMargin
+	}
+	need = uint64(float64(sp.Estimate().PeakBytes) * (1 + m))
 	if share > ctx {
 		budget = share - ctx
 	}
-	return need, budget
+	return need, budget, nil
+}
+
+// pruneMessage is a pruned_estimate record's error.
+func (s *study) pruneMessage(need, budget uint64) string {
+	if s.o.Policy.EstimateBy == EstimateByReplay {
+		return fmt.Sprintf("predicted %s (peak reserved + context) > %s per worker (capacity/%d)", gib(need), gib(budget), s.o.Workers)
+	}
+	return fmt.Sprintf("estimate %s with margin > %s per worker (capacity/%d - context)", gib(need), gib(budget), s.o.Workers)
 }
 
 // fault says whether a trial gets a sticky error, and where.
@@ -455,7 +503,7 @@ func (s *study) doneTask(r workers.TaskResult) error {
 	}
 	delete(s.cause, id)
 	if s.o.Policy.EstimatePrune {
-		rec.EstimateBytes, _ = s.estimate(sp)
+		rec.EstimateBytes, _, _ = s.estimate(sp) // computed, and cached, when the trial was handed out
 	}
 	// Mirror the engine's reset rule (workers.Policy.ResetEvery counts the
 	// trials a process ran that did not fail) to know whether the worker

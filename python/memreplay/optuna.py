@@ -1,0 +1,297 @@
+"""memreplay inside an Optuna study: two lines.
+
+    cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate("24GiB", path="/tmp/gpu0.budget"), spec=spec_of)
+    study.optimize(cb.wrap(objective), n_jobs=4, callbacks=[cb])
+
+cb.wrap(objective) runs each trial through the gate: spec_of(trial) gives
+the trial's hyperparameters in memreplay's spelling, suggesting them on the
+trial (Optuna returns the same value when the objective suggests the same
+name again), `memreplay estimate` predicts what the trial takes from the
+GPU, and the trial enters when that fits the budget. Inside, the trial's
+memory figures go to trial.user_attrs; an out-of-memory error prunes the
+trial with memreplay's diagnosis in its attrs (capacity, other processes or
+fragmentation); a sticky CUDA error fails the trial (a NaN value: Optuna
+records FAIL and the study goes on) and marks it so.
+
+cb itself is the Optuna callback that runs after each trial: the field
+reports' fixes, as options (gc.collect() and empty_cache between trials;
+the worker process restarts after a sticky CUDA error, since its context is
+dead; the study stops after max_failures failed trials in a row).
+
+user_attrs written (bytes unless named otherwise):
+  memreplay_need_bytes, memreplay_predicted_reserved_bytes, memreplay_predicted_live_bytes
+  memreplay_wait_s                      time spent waiting at the gate
+  memreplay_peak_allocated_bytes, memreplay_peak_reserved_bytes,
+  memreplay_retries, memreplay_ooms      from the allocator's statistics
+  memreplay_stats_source                 "torch", "libmemreplay" or the callable's name
+  memreplay_peak_scope                   "trial" (peaks reset at its start) or "process"
+  memreplay_oom, memreplay_diagnosis, memreplay_diagnosis_text   on an OOM
+  memreplay_sticky_error                 on a sticky CUDA error
+"""
+
+import gc
+import math
+import os
+import sys
+import threading
+import time
+
+from .diagnose import diagnose, is_oom, is_sticky
+from .estimate import estimate
+from .gate import TrialTooLarge
+from .sizes import format_size
+
+__all__ = ["MemoryCallback", "default_stats"]
+
+_STAT_KEYS = {
+    "memreplay_peak_allocated_bytes": "allocated_bytes.all.peak",
+    "memreplay_peak_reserved_bytes": "reserved_bytes.all.peak",
+}
+_COUNTERS = {"memreplay_retries": "num_alloc_retries", "memreplay_ooms": "num_ooms"}
+
+
+def default_stats():
+    """(stats function, source name, peak reset function or None): libmemreplay
+    when it is PyTorch's allocator in this process, else torch.cuda, else
+    (None, None, None)."""
+    mt = sys.modules.get("memreplay_torch")
+    if mt is not None and getattr(mt, "_lib", None) is not None:
+        return mt.stats, "libmemreplay", None
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        return torch.cuda.memory_stats, "torch", torch.cuda.reset_peak_memory_stats
+    return None, None, None
+
+
+def _default_empty_cache():
+    mt = sys.modules.get("memreplay_torch")
+    if mt is not None and getattr(mt, "_lib", None) is not None:
+        mt._lib.memreplay_empty_cache()
+        return
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+
+
+class MemoryCallback:
+    """The trial wrapper (wrap) and the Optuna callback (__call__).
+
+    gate: a memreplay.MemoryGate, or None for figures and diagnoses only.
+    spec: spec(trial) -> the trial's hyperparameters for `memreplay
+        estimate` (a dict), suggesting them on the trial; or
+    need: need(trial) -> the bytes the trial takes from the GPU (instead of
+        spec: your own prediction).
+    alloc_conf: the allocator settings the trials run with
+        (PYTORCH_CUDA_ALLOC_CONF syntax), for the prediction.
+    stats: a function returning torch.cuda.memory_stats()'s keys; default:
+        libmemreplay's when it is the allocator, else torch.cuda's.
+    reset_peak: called at a trial's start so peaks are the trial's (default
+        torch.cuda.reset_peak_memory_stats with torch's stats).
+    empty_cache: True (gc.collect(), then the allocator's empty_cache, after
+        every trial), False, or a function doing your own cleanup.
+    restart_on_sticky: after a sticky CUDA error, replace the worker process
+        with a fresh one (os.execv of the same command line): it rejoins the
+        study through its storage, so use an RDB storage. With n_jobs > 1
+        the other threads' trials die with the process; with a budget
+        file, the restarted process's gate reclaims their bytes and the
+        next trial fails and enqueues them again (docs/optuna.md).
+    max_failures: stop the study (study.stop()) after this many failed
+        trials in a row in this process; 0 never stops.
+    """
+
+    def __init__(self, gate=None, spec=None, need=None, alloc_conf=None, stats="auto", reset_peak="auto",
+                 empty_cache=True, restart_on_sticky=False, max_failures=3, binary=None, timeout=None):
+        if spec is not None and need is not None:
+            raise ValueError("give spec or need, not both")
+        if gate is not None and spec is None and need is None:
+            raise ValueError("a gate needs each trial's size: give spec= (memreplay estimates it) or need=")
+        self.gate, self.spec, self.need = gate, spec, need
+        self.alloc_conf, self.binary, self.timeout = alloc_conf, binary, timeout
+        self._stats, self._reset = stats, reset_peak
+        self.empty_cache = empty_cache
+        self.restart_on_sticky = restart_on_sticky
+        self.max_failures = max_failures
+        self._lock = threading.Lock()
+        self._active = 0  # trials running in this process now
+        self._starts = 0  # trials started in this process so far
+        self.failures_in_a_row = 0
+
+    # --- inside the trial -------------------------------------------------
+
+    def _stats_source(self):
+        if self._stats == "auto":
+            fn, name, reset = default_stats()
+            return fn, name, reset if self._reset == "auto" else self._reset
+        if self._stats is None:
+            return None, None, None
+        name = getattr(self._stats, "__name__", "custom")
+        return self._stats, name, None if self._reset == "auto" else self._reset
+
+    def _predict(self, trial):
+        if self.need is not None:
+            return {"need_bytes": int(self.need(trial))}
+        spec = self.spec(trial)
+        p = estimate(spec, alloc_conf=self.alloc_conf, binary=self.binary)
+        trial.set_user_attr("memreplay_predicted_reserved_bytes", p["peak_reserved_bytes"])
+        trial.set_user_attr("memreplay_predicted_live_bytes", p["peak_live_bytes"])
+        return p
+
+    def wrap(self, objective):
+        """The objective, run through the gate with its memory recorded."""
+
+        def wrapped(trial):
+            reg = None
+            if self.gate is not None and self.gate.path is not None:
+                self._recover(trial.study)
+                reg = self.gate.register_trial({"study": trial.study.study_name, "trial_id": trial._trial_id,
+                                                "number": trial.number})
+            try:
+                return self._admit_and_run(objective, trial)
+            finally:
+                if reg is not None:
+                    self.gate.unregister_trial(reg)
+
+        wrapped.__name__ = getattr(objective, "__name__", "objective")
+        wrapped.__doc__ = objective.__doc__
+        return wrapped
+
+    def _admit_and_run(self, objective, trial):
+        import optuna
+
+        ticket = None
+        if self.spec is not None or self.need is not None:
+            p = self._predict(trial)
+            trial.set_user_attr("memreplay_need_bytes", p["need_bytes"])
+            if self.gate is not None:
+                try:
+                    ticket = self.gate.acquire(p["need_bytes"], label=f"trial {trial.number}", timeout=self.timeout)
+                except TrialTooLarge as e:
+                    trial.set_user_attr("memreplay_diagnosis", "capacity")
+                    trial.set_user_attr("memreplay_diagnosis_text", str(e))
+                    raise optuna.TrialPruned(str(e)) from None
+                trial.set_user_attr("memreplay_wait_s", round(ticket.waited, 3))
+        try:
+            return self._run(objective, trial)
+        finally:
+            if ticket is not None:
+                ticket.release()
+
+    def _recover(self, study):
+        """Fails the trials a dead worker of this study left running and
+        enqueues each again with the parameters it had drawn: a killed
+        worker loses no trial. Optuna's own heartbeat does this too, but
+        Optuna 3.1's fails live trials as well (optuna/optuna#4234), so
+        the gate's ledger, which knows which process ran which trial, is
+        the record used here."""
+        from optuna.trial import TrialState
+
+        storage = study._storage
+        for o in self.gate.take_orphans(study.study_name):
+            try:
+                ft = storage.get_trial(o["trial_id"])
+                if ft.state != TrialState.RUNNING:
+                    continue
+                storage.set_trial_user_attr(o["trial_id"], "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
+                if not storage.set_trial_state_values(o["trial_id"], TrialState.FAIL):
+                    continue
+            except RuntimeError:  # finished meanwhile: nothing was lost
+                continue
+            study.enqueue_trial(ft.params, user_attrs={"memreplay_retry_of": ft.number})
+            print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and enqueued again",
+                  file=sys.stderr)
+
+    def _run(self, objective, trial):
+        fn, name, reset = self._stats_source()
+        # Threads of one process share one allocator: a peak is the trial's
+        # only when no other trial ran beside it, and a reset of the peaks
+        # must not cut into another trial's.
+        with self._lock:
+            alone = self._active == 0
+            self._active += 1
+            self._starts += 1
+            started = self._starts
+        before = {}
+        try:
+            if fn is not None:
+                if reset is not None and alone:
+                    reset()
+                before = fn()
+            return self._objective(objective, trial, fn, name, reset if alone else None, before, started)
+        finally:
+            with self._lock:
+                self._active -= 1
+
+    def _objective(self, objective, trial, fn, name, reset, before, started):
+        import optuna
+
+        def record():
+            with self._lock:
+                scope_trial = reset is not None and self._starts == started and self._active == 1
+            return self._record(trial, fn, name, scope_trial, before)
+
+        try:
+            value = objective(trial)
+        except optuna.TrialPruned:
+            record()
+            raise
+        except Exception as e:
+            stats = record()
+            if is_oom(e):
+                d = diagnose(str(e), stats)
+                trial.set_user_attr("memreplay_oom", True)
+                trial.set_user_attr("memreplay_diagnosis", d["kind"])
+                trial.set_user_attr("memreplay_diagnosis_text", d["text"])
+                raise optuna.TrialPruned(f"out of memory ({d['kind']}): {d['text']}") from None
+            if is_sticky(e):
+                trial.set_user_attr("memreplay_sticky_error", str(e)[:500])
+                # FAIL without raising: Optuna records a NaN value as a failed
+                # trial and calls the callbacks, which act on it.
+                n = len(trial.study.directions)
+                return float("nan") if n == 1 else [float("nan")] * n
+            raise
+        record()
+        return value
+
+    def _record(self, trial, fn, name, scope_trial, before):
+        if fn is None:
+            return {}
+        try:
+            s = fn()
+        except Exception as e:  # a dead context: the figures are lost, not the trial
+            trial.set_user_attr("memreplay_stats_error", str(e)[:200])
+            return {}
+        for attr, key in _STAT_KEYS.items():
+            if key in s:
+                trial.set_user_attr(attr, int(s[key]))
+        for attr, key in _COUNTERS.items():
+            if key in s:
+                trial.set_user_attr(attr, int(s[key]) - int(before.get(key, 0)))
+        trial.set_user_attr("memreplay_stats_source", name)
+        trial.set_user_attr("memreplay_peak_scope", "trial" if scope_trial else "process")
+        return s
+
+    # --- between trials: the Optuna callback ------------------------------
+
+    def __call__(self, study, frozen):
+        from optuna.trial import TrialState
+
+        if self.empty_cache:
+            gc.collect()
+            (self.empty_cache if callable(self.empty_cache) else _default_empty_cache)()
+        with self._lock:
+            if frozen.state == TrialState.FAIL:
+                self.failures_in_a_row += 1
+            elif frozen.state in (TrialState.COMPLETE, TrialState.PRUNED):
+                self.failures_in_a_row = 0
+            stop = self.max_failures and self.failures_in_a_row >= self.max_failures
+        sticky = frozen.user_attrs.get("memreplay_sticky_error") is not None
+        if stop:
+            print(f"memreplay: {self.failures_in_a_row} failed trials in a row; stopping the study", file=sys.stderr)
+            study.stop()
+            return
+        if sticky and self.restart_on_sticky:
+            print(f"memreplay: trial {frozen.number} hit a sticky CUDA error; restarting this worker process", file=sys.stderr)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os.execv(sys.executable, [sys.executable] + sys.argv)

@@ -1,0 +1,48 @@
+"""A worker whose first trial corrupts its CUDA context on the fake driver
+(a device-side assert, sticky): with restart_on_sticky the callback
+replaces the process (os.execv, same pid) and the fresh one, with a fresh
+context, finishes the study. Usage: restart_worker.py STORAGE_URL MARKER"""
+
+import ctypes
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+import optuna  # noqa: E402
+from optuna.study import MaxTrialsCallback  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
+
+import fakegpu  # noqa: E402
+import memreplay  # noqa: E402
+
+url, marker, budget_file = sys.argv[1:4]
+print("start", os.getpid(), flush=True)
+optuna.logging.set_verbosity(optuna.logging.ERROR)
+study = optuna.create_study(study_name="restart", storage=url, load_if_exists=True)
+
+
+def objective(trial):
+    if not os.path.exists(marker):
+        open(marker, "w").close()
+        fc = ctypes.CDLL(os.environ["MEMREPLAY_LIBCUDA"])
+        fc.fakecuda_sticky.argtypes = [ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong]
+        fc.fakecuda_sticky(b"", 710, 0, 0)  # CUDA_ERROR_ASSERT from the next driver call on
+    p = fakegpu.malloc(64 << 20)  # raises with the driver's message once the context is corrupt
+    fakegpu.free(p, 64 << 20)
+    return trial.suggest_float("x", 0, 1)
+
+
+# Each trial needs the whole budget: the second thread waits at the gate
+# when the first restarts the process, and its entry, left by the image
+# before the exec, must not block the fresh one.
+gate = memreplay.MemoryGate(64 << 20, path=budget_file, poll=0.01)
+cb = memreplay.optuna.MemoryCallback(gate=gate, need=lambda t: 64 << 20, stats=fakegpu.stats,
+                                     empty_cache=fakegpu.empty_cache, restart_on_sticky=True)
+while True:
+    study.optimize(cb.wrap(objective), n_jobs=2, callbacks=[cb, MaxTrialsCallback(4, states=(TrialState.COMPLETE,))])
+    if not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
+        break
+print("done", os.getpid(), flush=True)

@@ -1,0 +1,336 @@
+"""memreplay inside real Optuna studies: threads on the fake GPU through
+libmemreplay (over-commitment would be a real OOM there), worker processes
+on SQLite with one killed mid-trial, and the diagnoses."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+
+try:
+    import optuna
+    from optuna.trial import TrialState
+except ImportError:  # the suite says so, per test
+    optuna = None
+
+import fakegpu  # noqa: E402
+import memreplay  # noqa: E402
+
+MiB = 1 << 20
+
+
+def need_optuna(t):
+    if optuna is None:
+        t.skipTest("optuna is not installed for this interpreter (Debian: apt-get install python3-optuna; use /usr/bin/python3)")
+
+
+def need_cli(t):
+    try:
+        memreplay.binary_path()
+    except FileNotFoundError as e:
+        t.skipTest(str(e))
+
+
+class FakeGPUThreads(unittest.TestCase):
+    """n_jobs=4 threads of one process allocate through libmemreplay on a
+    fake device of 512 MiB: what the gate admits must really fit."""
+
+    def setUp(self):
+        need_optuna(self)
+        if not fakegpu.available():
+            self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
+        if int(os.environ.get("FAKECUDA_CAPACITY", "0")) != 512 * MiB:
+            self.skipTest("the fake device must have 512 MiB (FAKECUDA_CAPACITY)")
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        fakegpu.lib()
+        fakegpu.empty_cache()
+
+    low = 4
+
+    def objective(self, trial):
+        batch = trial.suggest_int("batch", self.low, 4)
+        ptrs = [fakegpu.malloc(64 * MiB) for _ in range(batch)]
+        time.sleep(0.15)
+        for p in ptrs:
+            fakegpu.free(p, 64 * MiB)
+        return batch
+
+    def study(self, cb, low, trials=12):
+        # Batches of low..4 tensors of 64 MiB: 4 x 256 MiB at once cannot fit.
+        # (Not enqueue_trial: Optuna 3.1's SQLite storage hands one waiting
+        # trial to two threads.)
+        self.low = low
+        storage = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
+        study = optuna.create_study(storage=storage, direction="maximize")
+        study.optimize(cb.wrap(self.objective), n_trials=trials, n_jobs=4, callbacks=[cb])
+        return study.get_trials()
+
+    def test_without_gate_over_commits_and_is_diagnosed(self):
+        cb = memreplay.optuna.MemoryCallback(stats=fakegpu.stats, empty_cache=fakegpu.empty_cache)
+        trials = self.study(cb, low=4)
+        oom = [t for t in trials if t.user_attrs.get("memreplay_oom")]
+        self.assertTrue(oom, "four threads of 256 MiB on 512 MiB must run out")
+        for t in oom:
+            self.assertEqual(t.state, TrialState.PRUNED)
+            self.assertEqual(t.user_attrs["memreplay_diagnosis"], "capacity", t.user_attrs)
+            self.assertIn("asked 64.00 MiB more", t.user_attrs["memreplay_diagnosis_text"])
+
+    def test_gate_admits_what_fits(self):
+        gate = memreplay.MemoryGate(512 * MiB, poll=0.005)
+        cb = memreplay.optuna.MemoryCallback(gate=gate, need=lambda t: t.suggest_int("batch", 2, 4) * 64 * MiB,
+                                             stats=fakegpu.stats, empty_cache=fakegpu.empty_cache)
+        trials = self.study(cb, low=2)
+        self.assertEqual([t.state for t in trials], [TrialState.COMPLETE] * len(trials))
+        for t in trials:
+            a = t.user_attrs
+            self.assertNotIn("memreplay_oom", a)
+            self.assertEqual(a["memreplay_need_bytes"], t.params["batch"] * 64 * MiB)
+            self.assertGreaterEqual(a["memreplay_peak_allocated_bytes"], t.params["batch"] * 64 * MiB)  # the process's peak
+            self.assertLessEqual(a["memreplay_peak_reserved_bytes"], 512 * MiB)
+            self.assertEqual(a["memreplay_ooms"], 0)
+            self.assertEqual(a["memreplay_stats_source"], "stats")
+            self.assertEqual(a["memreplay_peak_scope"], "process")
+        self.assertTrue(any(t.user_attrs["memreplay_wait_s"] > 0.05 for t in trials), "some trials waited")
+        self.assertEqual(gate.held(), (0, 0))
+
+    def test_sticky_error_fails_and_stops_after_three(self):
+        def objective(trial):
+            raise RuntimeError("CUDA error: an illegal memory access was encountered (cudaErrorIllegalAddress)")
+
+        cb = memreplay.optuna.MemoryCallback(stats=fakegpu.stats, empty_cache=fakegpu.empty_cache)
+        study = optuna.create_study()
+        study.optimize(cb.wrap(objective), n_trials=10, callbacks=[cb])
+        trials = study.get_trials()
+        self.assertEqual(len(trials), 3, "the study stops after three failures in a row")
+        for t in trials:
+            self.assertEqual(t.state, TrialState.FAIL)
+            self.assertIn("illegal memory access", t.user_attrs["memreplay_sticky_error"])
+
+
+class StickyRestart(unittest.TestCase):
+    def test_worker_restarts_with_a_fresh_context(self):
+        need_optuna(self)
+        if not fakegpu.available():
+            self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        budget_file = os.path.join(tmp, "gpu0.budget")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "restart_worker.py"), url, os.path.join(tmp, "marker"), budget_file],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        lines = p.stdout.split()
+        pid = lines[1]
+        # One process image before the restart, one after: the same pid
+        # (execv), and the second finished the study.
+        self.assertEqual(lines, ["start", pid, "start", pid, "done", pid], p.stdout)
+        self.assertIn("restarting this worker process", p.stderr)
+        trials = optuna.load_study(study_name="restart", storage=url).get_trials()
+        states = [t.state for t in trials]
+        self.assertNotIn(TrialState.RUNNING, states)
+        self.assertGreaterEqual(states.count(TrialState.COMPLETE), 4)
+        sticky = [t for t in trials if "memreplay_sticky_error" in t.user_attrs]
+        self.assertEqual(len(sticky), 1)
+        self.assertEqual(sticky[0].state, TrialState.FAIL)
+        self.assertIn("device-side assert", sticky[0].user_attrs["memreplay_sticky_error"])
+        # The other thread's trial died with the old image: failed and run
+        # again, never left running.
+        for t in trials:
+            if t.state == TrialState.FAIL and t is not sticky[0]:
+                self.assertIn("memreplay_worker_died", t.user_attrs)
+                self.assertEqual([r.state for r in trials if r.user_attrs.get("memreplay_retry_of") == t.number],
+                                 [TrialState.COMPLETE])
+        with open(budget_file) as f:
+            led = json.load(f)
+        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
+
+
+class TorchAllocator(unittest.TestCase):
+    def test_callback_finds_libmemreplay(self):
+        need_optuna(self)
+        if not fakegpu.available():
+            self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
+        repo = os.path.dirname(os.path.dirname(HERE))
+        p = subprocess.run([sys.executable, os.path.join(HERE, "torch_allocator_study.py"), repo],
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr[-3000:])
+        rows = [json.loads(l) for l in p.stdout.splitlines()]
+        trials, end = rows[:-1], rows[-1]
+        self.assertEqual([t["state"] for t in trials], ["COMPLETE", "COMPLETE", "PRUNED"])
+        for t in trials:
+            self.assertEqual(t["memreplay_stats_source"], "libmemreplay")
+            self.assertEqual(t["memreplay_peak_scope"], "process")
+            self.assertGreaterEqual(t["memreplay_peak_allocated_bytes"], t["tensors"] * (32 << 20))
+        self.assertEqual(trials[2]["memreplay_ooms"], 1)
+        self.assertEqual(trials[0]["memreplay_ooms"], 0)
+        self.assertEqual(trials[2]["memreplay_diagnosis"], "capacity")
+        self.assertTrue(trials[2]["memreplay_oom"])
+        # The callback emptied libmemreplay's cache after the last trial.
+        self.assertEqual(end, {"reserved_after": 0})
+
+
+class PeakScope(unittest.TestCase):
+    """Threads share one allocator: a trial's peaks are its own only when it
+    ran alone, and a reset of the peaks must not cut into another trial's."""
+
+    def run_study(self, n_jobs):
+        import threading
+
+        lock = threading.Lock()
+        state = {"peak": 0, "resets": 0}
+
+        def stats():
+            with lock:
+                return {"allocated_bytes.all.peak": state["peak"], "num_ooms": 0}
+
+        def reset():
+            with lock:
+                state["resets"] += 1
+                state["peak"] = 0
+
+        def objective(trial):
+            with lock:
+                state["peak"] += 1
+            time.sleep(0.05)
+            return 0.0
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        study = optuna.create_study()
+        cb = memreplay.optuna.MemoryCallback(stats=stats, reset_peak=reset, empty_cache=False)
+        study.optimize(cb.wrap(objective), n_trials=8, n_jobs=n_jobs, callbacks=[cb])
+        return study.get_trials(), state["resets"]
+
+    def test_alone_and_side_by_side(self):
+        need_optuna(self)
+        trials, resets = self.run_study(1)
+        self.assertEqual(resets, 8)
+        for t in trials:
+            self.assertEqual(t.user_attrs["memreplay_peak_scope"], "trial")
+            self.assertEqual(t.user_attrs["memreplay_peak_allocated_bytes"], 1)
+        trials, resets = self.run_study(4)
+        scopes = [t.user_attrs["memreplay_peak_scope"] for t in trials]
+        self.assertIn("process", scopes)
+        self.assertLess(resets, 8, "no reset while another trial runs")
+        for t in trials:
+            if t.user_attrs["memreplay_peak_scope"] == "trial":
+                self.assertEqual(t.user_attrs["memreplay_peak_allocated_bytes"], 1)
+
+
+class Diagnoses(unittest.TestCase):
+    def msg(self, tried, total, free, allocated, unalloc):
+        return (f"CUDA out of memory. Tried to allocate {tried}. GPU 0 has a total capacity of {total} of which {free} is free. "
+                f"Of the allocated memory {allocated} is allocated by PyTorch, and {unalloc} is reserved by PyTorch but unallocated.")
+
+    def test_three_causes(self):
+        frag = memreplay.diagnose(self.msg("1.00 GiB", "23.65 GiB", "300.00 MiB", "20.00 GiB", "1.41 GiB"))
+        self.assertEqual(frag["kind"], "fragmentation")
+        self.assertEqual(frag["text"], "1.41 GiB reserved but unallocated, more than the 1.00 GiB asked; "
+                                       "expandable_segments:True or --policy stitch would have fit it")
+        others = memreplay.diagnose(self.msg("2.00 GiB", "23.65 GiB", "1.00 GiB", "8.00 GiB", "200.00 MiB"))
+        self.assertEqual(others["kind"], "other processes")
+        self.assertIn("other processes hold 14.45 GiB", others["text"])
+        cap = memreplay.diagnose(self.msg("6.00 GiB", "23.65 GiB", "1.00 GiB", "22.00 GiB", "100.00 MiB"))
+        self.assertEqual(cap["kind"], "capacity")
+        self.assertEqual(memreplay.diagnose("CUDA out of memory")["kind"], "unknown")
+        self.assertTrue(memreplay.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 MiB")))
+        self.assertFalse(memreplay.is_oom(ValueError("bad batch")))
+
+    def test_estimate(self):
+        need_cli(self)
+        p = memreplay.estimate({"model": "bert-large", "batch": 16, "seq_len": 128, "precision": "fp16"})
+        self.assertGreater(p["peak_reserved_bytes"], p["peak_live_bytes"])
+        self.assertEqual(p["need_bytes"], p["peak_reserved_bytes"] + p["context_bytes"])
+        with self.assertRaisesRegex(memreplay.EstimateError, 'unknown field "seqlen"'):
+            memreplay.estimate({"model": "bert-large", "seqlen": 128})
+
+
+def run_workers(tc, url, n_workers, budget, complete, kill_one, n_jobs):
+    """Runs the study NAME on url with n_workers worker.py processes on one
+    budget file; with kill_one, SIGKILLs a worker while it holds a trial and
+    starts a replacement, as a supervisor would. Returns the trials and the
+    killed worker's pid."""
+    name = "gate"
+    optuna.create_study(study_name=name, storage=url, direction="maximize")
+    budget_file = os.path.join(tempfile.mkdtemp(), "gpu0.budget")
+    env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+    argv = [sys.executable, os.path.join(HERE, "worker.py"), url, name, budget_file, str(budget), str(complete), "0.4", str(n_jobs)]
+    procs = [subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(n_workers)]
+    killed = None
+    try:
+        if kill_one:
+            gate = memreplay.MemoryGate(budget, path=budget_file)
+            deadline = time.monotonic() + 60
+            while killed is None and time.monotonic() < deadline:
+                pids = {h["pid"] for h in gate.holders()}
+                victim = next((p for p in procs if p.pid in pids), None)
+                if victim is not None:
+                    victim.send_signal(signal.SIGKILL)
+                    killed = victim.pid
+                    procs.append(subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                time.sleep(0.02)
+            tc.assertIsNotNone(killed, "no worker ever held the gate")
+        for p in procs:
+            out, err = p.communicate(timeout=240)
+            if p.pid != killed:
+                tc.assertEqual(p.returncode, 0, err[-3000:])
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    trials = optuna.load_study(study_name=name, storage=url).get_trials()
+    with open(budget_file) as f:
+        led = json.load(f)
+    # The dead worker's share came back: nothing is held, nobody waits.
+    live = {k: h for k, h in led["holders"].items() if memreplay.gate.process_alive(h["pid"], h["start"])}
+    tc.assertEqual(live, {})
+    return trials, killed
+
+
+def check_study(tc, trials, budget, complete, killed):
+    done = [t for t in trials if t.state == TrialState.COMPLETE]
+    tc.assertGreaterEqual(len(done), complete)
+    # Never over-committed: at every trial start, the trials running then
+    # held no more than the budget.
+    spans = [(t.user_attrs["t_start"], t.user_attrs["t_end"], t.user_attrs["memreplay_need_bytes"]) for t in done]
+    for s, _, _ in spans:
+        tc.assertLessEqual(sum(n for a, b, n in spans if a <= s < b), budget)
+    tc.assertGreater(max(sum(1 for a, b, _ in spans if a <= s < b) for s, _, _ in spans), 1, "trials ran side by side")
+    pids = {t.user_attrs["pid"] for t in done}
+    tc.assertGreater(len(pids), 1, "several workers ran trials")
+    for t in done:
+        tc.assertGreater(t.user_attrs["memreplay_predicted_reserved_bytes"], 1 << 30)
+    if killed is not None:
+        # The killed worker's trials: failed by the next trial to start,
+        # enqueued again with their parameters, completed once.
+        tc.assertEqual([t.number for t in trials if t.state == TrialState.RUNNING], [])
+        lost = [t for t in trials if t.state == TrialState.FAIL]
+        tc.assertTrue(lost, "the killed worker's trial was failed")
+        for t in lost:
+            tc.assertIn(f"pid {killed} ", t.user_attrs["memreplay_worker_died"])
+            retried = [r for r in done if r.user_attrs.get("memreplay_retry_of") == t.number]
+            tc.assertEqual(len(retried), 1, f"trial {t.number} was enqueued again and completed once (no trial lost)")
+            tc.assertEqual({k: retried[0].params[k] for k in t.params}, t.params, "the retry kept what the trial had drawn")
+
+
+class SQLiteWorkers(unittest.TestCase):
+    def test_three_workers_one_killed(self):
+        need_optuna(self)
+        need_cli(self)
+        url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
+        budget = 20 << 30
+        # One thread per worker: Optuna 3.1's SQLite storage can hand one
+        # enqueued trial to two threads of a process.
+        trials, killed = run_workers(self, url, 3, budget, 12, kill_one=True, n_jobs=1)
+        check_study(self, trials, budget, 12, killed)
+
+
+if __name__ == "__main__":
+    unittest.main()
