@@ -21,6 +21,14 @@ type Block struct {
 
 	gcCountBase uint64  // pool.getFreeBlocksCallCount when it became free
 	bucket      *bucket // the free-set bucket it is in, or was last in (a hint)
+
+	// Lifetime (policy_lifetime.go): the epoch it was handed out in and
+	// its size class.
+	born  uint32
+	class *lifeClass
+	// Stitch (policy_stitch.go): the stitched range that maps this block's
+	// pages elsewhere. A lent block is neither free nor the caller's.
+	lentTo *segment
 }
 
 // Addr is the block's device address.
@@ -57,7 +65,8 @@ type segment struct {
 	pool   *pool
 	head   *Block // the block at base; the chain from it tiles the segment
 	exp    *expandableSegment
-	index  int // position in Allocator.segments
+	stitch *stitchedRange // a range of lent pages (policy_stitch.go), nil otherwise
+	index  int            // position in Allocator.segments
 }
 
 // newBlock returns a zeroed block, reusing one from the recycle list so that

@@ -49,6 +49,9 @@ func (a *Allocator) Snapshot() Snapshot {
 func (a *Allocator) snapshot() Snapshot {
 	var out []SegmentInfo
 	for _, seg := range a.segments {
+		if seg.stitch != nil {
+			continue // its memory shows as the lent blocks
+		}
 		for b := seg.head; b != nil; b = b.next {
 			// Each mapped run is a segment; a block after a mapped one
 			// continues the run.

@@ -1,0 +1,215 @@
+package allocator_test
+
+import (
+	"testing"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/sim/gpu"
+)
+
+func policyAllocator(t *testing.T, name, conf string, capacity uint64) (*gpu.Process, *allocator.Allocator) {
+	t.Helper()
+	pol, err := allocator.NewPolicy(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf,
+		allocator.WithPolicy(pol), allocator.WithInvariantChecks())
+	return proc, a
+}
+
+func mustMalloc(t *testing.T, a *allocator.Allocator, size uint64) *allocator.Block {
+	t.Helper()
+	b, err := a.Malloc(size, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustFree(t *testing.T, a *allocator.Allocator, b *allocator.Block) {
+	t.Helper()
+	if err := a.Free(b); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestNewPolicy(t *testing.T) {
+	for _, n := range allocator.PolicyNames() {
+		p, err := allocator.NewPolicy(n)
+		if err != nil || p.Name() != n {
+			t.Fatalf("NewPolicy(%q) = %v, %v", n, p, err)
+		}
+	}
+	if p, err := allocator.NewPolicy(""); err != nil || p.Name() != "pytorch" {
+		t.Fatalf(`NewPolicy("") = %v, %v; want pytorch`, p, err)
+	}
+	for _, n := range []string{"plan", "gmlake", "PyTorch"} {
+		if _, err := allocator.NewPolicy(n); err == nil {
+			t.Fatalf("NewPolicy(%q) accepted", n)
+		}
+	}
+}
+
+// TestStitchReusesFreePages: two free holes of 10 MiB between live blocks
+// serve a 20 MiB request under stitch without a byte more from the device;
+// PyTorch's expandable segments map new pages for it. Freeing the stitched
+// block gives the holes back.
+func TestStitchReusesFreePages(t *testing.T) {
+	for _, c := range []struct {
+		policy  string
+		stitch  bool
+		growing bool
+	}{{"pytorch", false, true}, {"stitch", true, false}} {
+		t.Run(c.policy, func(t *testing.T) {
+			proc, a := policyAllocator(t, c.policy, "expandable_segments:True", 1<<30)
+			var bs []*allocator.Block
+			for i := 0; i < 5; i++ {
+				bs = append(bs, mustMalloc(t, a, 10*mib))
+			}
+			// The pages up to the end of the last block are mapped; leave
+			// no free tail so that growing means new pages.
+			mustMalloc(t, a, uint64(a.Stats().ReservedBytes[allocator.StatAll].Current)-50*mib)
+			mustFree(t, a, bs[1])
+			mustFree(t, a, bs[3])
+			before := a.Stats()
+			maps := proc.Counters().Get(gpu.CallMap).Calls
+			b := mustMalloc(t, a, 20*mib)
+			after := a.Stats()
+			grew := after.ReservedBytes[allocator.StatAll].Current > before.ReservedBytes[allocator.StatAll].Current
+			if grew != c.growing {
+				t.Fatalf("reserved %d -> %d, want growth %v", before.ReservedBytes[allocator.StatAll].Current,
+					after.ReservedBytes[allocator.StatAll].Current, c.growing)
+			}
+			if got := after.NumStitches == 1; got != c.stitch {
+				t.Fatalf("num_stitches %d", after.NumStitches)
+			}
+			for _, o := range []*allocator.Block{bs[0], bs[2], bs[4]} {
+				if b.Addr() < o.Addr()+o.Size() && o.Addr() < b.Addr()+b.Size() {
+					t.Fatalf("block %#x+%d overlaps live %#x+%d", b.Addr(), b.Size(), o.Addr(), o.Size())
+				}
+			}
+			_, hasKey := after.Map()["num_stitches"]
+			if hasKey != c.stitch {
+				t.Fatalf("num_stitches key present: %v", hasKey)
+			}
+			if !c.stitch {
+				return
+			}
+			if n := proc.Counters().Get(gpu.CallMap).Calls - maps; n != 10 {
+				t.Fatalf("%d cuMemMap calls for a stitch of 10 pages of 2 MiB", n)
+			}
+			if after.StitchedBytes.Current != 20*mib {
+				t.Fatalf("stitched_bytes %d", after.StitchedBytes.Current)
+			}
+			mustFree(t, a, b)
+			end := a.Stats()
+			if end.StitchedBytes.Current != 0 || end.NumUnstitches != 1 {
+				t.Fatalf("after free: stitched_bytes %d, num_unstitches %d", end.StitchedBytes.Current, end.NumUnstitches)
+			}
+			// The holes are free again: a 10 MiB request takes one.
+			if r := mustMalloc(t, a, 10*mib); r.Addr() != bs[1].Addr() && r.Addr() != bs[3].Addr() {
+				t.Fatalf("10 MiB went to %#x, not to a hole", r.Addr())
+			}
+		})
+	}
+}
+
+// TestStitchAfterRecordStream: a stitched block freed while another stream
+// uses it is unstitched when that stream's event completes.
+func TestStitchAfterRecordStream(t *testing.T) {
+	proc, a := policyAllocator(t, "stitch", "", 1<<30)
+	x := mustMalloc(t, a, 4*mib)
+	y := mustMalloc(t, a, 4*mib)
+	z := mustMalloc(t, a, 4*mib)
+	mustMalloc(t, a, uint64(a.Stats().ReservedBytes[allocator.StatAll].Current)-12*mib)
+	mustFree(t, a, x)
+	mustFree(t, a, z)
+	_ = y
+	b := mustMalloc(t, a, 8*mib)
+	if a.Stats().NumStitches != 1 {
+		t.Fatalf("no stitch")
+	}
+	if err := a.RecordStream(b, 7); err != nil {
+		t.Fatal(err)
+	}
+	mustFree(t, a, b)
+	if a.Stats().StitchedBytes.Current == 0 {
+		t.Fatal("unstitched before the other stream's event")
+	}
+	proc.CompleteAllEvents()
+	if err := a.ProcessEvents(); err != nil {
+		t.Fatal(err)
+	}
+	if s := a.Stats(); s.StitchedBytes.Current != 0 || s.NumUnstitches != 1 {
+		t.Fatalf("stitched_bytes %d, unstitches %d after the event", s.StitchedBytes.Current, s.NumUnstitches)
+	}
+}
+
+// TestLifetimeSeparatesPools: blocks of the load phase go to long-lived
+// segments, and a step's activations never share a segment with them, so
+// the activations' segments empty completely at the end of every step.
+func TestLifetimeSeparatesPools(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		shared bool
+	}{{"pytorch", true}, {"lifetime", false}} {
+		t.Run(c.policy, func(t *testing.T) {
+			_, a := policyAllocator(t, c.policy, "", 4<<30)
+			var weights []*allocator.Block
+			for i := 0; i < 3; i++ {
+				weights = append(weights, mustMalloc(t, a, 3*mib)) // one 20 MiB segment
+			}
+			segOf := func(b *allocator.Block) uint64 {
+				for _, s := range a.Snapshot().Segments {
+					if b.Addr() >= s.Address && b.Addr() < s.Address+s.TotalSize {
+						return s.Address
+					}
+				}
+				t.Fatalf("block %#x in no segment", b.Addr())
+				return 0
+			}
+			shared := false
+			for step := 0; step < 4; step++ {
+				var acts []*allocator.Block
+				for i := 0; i < 20; i++ {
+					acts = append(acts, mustMalloc(t, a, 2*mib+uint64(i%3)*mib))
+					mustFree(t, a, mustMalloc(t, a, mib)) // a temporary
+				}
+				// The first step comes before any trough: its activations
+				// cannot be told from the weights yet.
+				for _, x := range acts[min(step, 1):] {
+					for _, w := range weights {
+						shared = shared || step > 0 && segOf(x) == segOf(w)
+					}
+				}
+				for i := len(acts) - 1; i >= 0; i-- {
+					mustFree(t, a, acts[i])
+				}
+			}
+			if shared != c.shared {
+				t.Fatalf("activations shared a segment with weights: %v, want %v", shared, c.shared)
+			}
+		})
+	}
+}
+
+// TestReleaseOversizeSplitAfterToggle: an oversize block of a cudaMalloc
+// segment split while expandable_segments was on is not released as if it
+// were its whole segment (the invariant checks panic otherwise).
+func TestReleaseOversizeSplitAfterToggle(t *testing.T) {
+	_, a := policyAllocator(t, "pytorch", "max_split_size_mb:40", 100*mib)
+	mustFree(t, a, mustMalloc(t, a, 60*mib))
+	cfg := a.Config()
+	cfg.ExpandableSegments = true
+	if err := a.SetConfig(cfg); err != nil {
+		t.Fatal(err)
+	}
+	big := mustMalloc(t, a, 45*mib) // splits the 60 MiB segment: 15 MiB stay free
+	small := mustMalloc(t, a, 10*mib)
+	mustFree(t, a, big) // a cached oversize block, split
+	if _, err := a.Malloc(50*mib, 0); err == nil {
+		t.Fatal("50 MiB fit beside 60 MiB on a 100 MiB device")
+	}
+	mustFree(t, a, small)
+}
