@@ -43,6 +43,7 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		}
 		return "defaults"
 	})
+	add("policy", func(i int) string { return policyName(rows[i].Result) })
 	add("events replayed", func(i int) string {
 		r := rows[i].Result
 		if r == nil {
@@ -68,6 +69,12 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		}
 		return "-"
 	})
+	add("malloc (mean wall time)", func(i int) string {
+		if ns := mallocNS(rows[i].Result); ns >= 0 {
+			return strconv.FormatFloat(ns, 'f', 0, 64) + " ns"
+		}
+		return "-"
+	})
 	add("cudaMalloc", func(i int) string { return strconv.FormatUint(fs[i].DeviceMallocs, 10) })
 	add("cudaFree", func(i int) string { return strconv.FormatUint(fs[i].DeviceFrees, 10) })
 	add("cuMemMap", func(i int) string { return strconv.FormatUint(fs[i].DeviceMaps, 10) })
@@ -90,8 +97,12 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 }
 
 type jsonCompareRow struct {
-	Label         string            `json:"label"`
-	Config        string            `json:"config"`
+	Label  string `json:"label"`
+	Config string `json:"config"`
+	Policy string `json:"policy"`
+	// MallocNS is the mean wall time of a malloc in the allocator, null
+	// when not timed.
+	MallocNS      *float64          `json:"malloc_ns"`
 	Events        int64             `json:"events"`
 	Stopped       bool              `json:"stopped"`
 	Fragmentation jsonFragmentation `json:"fragmentation"`
@@ -108,7 +119,7 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 	out := make([]jsonCompareRow, 0, len(rows))
 	for _, r := range rows {
 		f := figures(r.Result, r.Profile)
-		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result),
+		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result), Policy: policyName(r.Result),
 			Fragmentation: fragmentationJSON(&f), Stats: summedStats(r.Result),
 			DeviceCalls: callsSummary(&f)}
 		if r.Result != nil {
@@ -116,6 +127,9 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 		}
 		if e := firstOOM(r.Result); e >= 0 {
 			jr.FirstOOMEvent = &e
+		}
+		if ns := mallocNS(r.Result); ns >= 0 {
+			jr.MallocNS = &ns
 		}
 		out = append(out, jr)
 	}
