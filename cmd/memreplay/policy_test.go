@@ -1,7 +1,10 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"sort"
 	"testing"
 
@@ -100,4 +103,42 @@ func TestComparePolicies(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "malloc (mean wall time)")
 	require.Contains(t, stdout, "policy stitch")
+}
+
+func TestParPolicies(t *testing.T) {
+	var out, errb bytes.Buffer
+	args := []string{"--capacity", "8GiB", "--max-par", "2", "--mixes", "2", "--trials-per-worker", "1",
+		"--alloc-conf", "", "--policy", "pytorch", "--policy", "stitch", "../../traces/trial/bert-base_b16_s128_fp16.mrt"}
+	require.NoError(t, parCmd(args, &out, &errb), errb.String())
+	require.Contains(t, out.String(), "(PyTorch defaults)")
+	require.Contains(t, out.String(), "policy stitch")
+	err := parCmd([]string{"--policy", "gmlake"}, &out, &errb)
+	var ue usageError
+	require.ErrorAs(t, err, &ue)
+}
+
+func TestTrialsPolicy(t *testing.T) {
+	state := filepath.Join(t.TempDir(), "study.jsonl")
+	out, _, err := trials("--trials", "4", "--par", "2", "--steps", "2", "--seed", "3", "--policy", "lifetime", "--state", state)
+	require.NoError(t, err)
+	require.Contains(t, out, "default allocator, policy lifetime")
+	b, err := os.ReadFile(state)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"alloc_policy":"lifetime"`)
+	_, _, err = trials("--trials", "4", "--policy", "plan")
+	var ue usageError
+	require.ErrorAs(t, err, &ue)
+}
+
+func TestReportPolicies(t *testing.T) {
+	out := filepath.Join(t.TempDir(), "r.html")
+	code, stdout, stderr := runCLI("report", completeTrace, "--policy", "stitch", "--policy", "lifetime", "-o", out)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, "(3 runs)")
+	b, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"policy":"stitch"`)
+	require.Contains(t, string(b), "policy lifetime")
+	code, _, _ = runCLI("report", completeTrace, "--policy", "gmlake", "-o", out)
+	require.Equal(t, 2, code)
 }
