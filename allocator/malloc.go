@@ -25,6 +25,9 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		a.life.choosePool(a, &p)
 	}
 	b := a.getFreeBlock(&p)
+	if b == nil && a.life != nil && !p.pool.long {
+		b = a.life.borrow(a, &p)
+	}
 	if b == nil && a.stitch != nil {
 		sb, err := a.tryStitch(&p)
 		if err != nil {

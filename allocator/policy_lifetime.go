@@ -45,7 +45,13 @@ import "github.com/memreplay/memreplay/allocator/config"
 //     (the optimizer state allocated beside the weights of the same
 //     shapes, before any block of that size was ever freed).
 //
-// Everything else is transient. A wrong guess costs memory or device
+// Everything else is transient, and a transient request that finds no free
+// block in its pool may take one from the long-lived pool of its size
+// before the pool grows: a long-lived segment stays reserved whatever fills
+// its holes, so a transient block there pins nothing more, while a
+// long-lived block in a transient segment is what the policy prevents.
+//
+// A wrong guess costs memory or device
 // calls, never correctness: both kinds of pool are ordinary PyTorch pools
 // (best fit, split, merge, the fallback chain, empty_cache), and a block is
 // freed into the pool it came from. A long-lived pool caches nothing: a
@@ -65,8 +71,9 @@ import "github.com/memreplay/memreplay/allocator/config"
 // allocates its entry once, so steady state allocates nothing.
 //
 // The code follows the same words: lifetimeState.track finds the troughs,
-// lifetimeState.freed the vote, choosePool the prediction, and the class
-// table is lifeTable.
+// lifetimeState.freed the vote, choosePool the prediction, borrow the
+// transient request served from a long-lived hole, releaseLong the
+// long-lived pool that caches nothing, and the class table is lifeTable.
 
 // Lifetime keeps long-lived blocks apart from transient ones. Sizes are
 // PyTorch's.
@@ -144,6 +151,25 @@ func (l *lifetimeState) choosePool(a *Allocator, p *params) {
 			p.pool = &a.longLarge
 		}
 	}
+}
+
+// borrow serves a transient request from a free block of the long-lived
+// pool of its size, when the transient pool has none: a long-lived segment
+// stays reserved whatever fills its holes, so a transient block there pins
+// nothing that was not pinned, and the transient pool need not grow. The
+// converse, a long-lived block in a transient segment, is what the policy
+// exists to prevent.
+func (l *lifetimeState) borrow(a *Allocator, p *params) *Block {
+	lp := *p
+	lp.pool = &a.longLarge
+	if p.pool.small {
+		lp.pool = &a.longSmall
+	}
+	b := a.getFreeBlock(&lp)
+	if b != nil {
+		*p = lp
+	}
+	return b
 }
 
 // allocated stamps a handed-out block with its epoch and class.
