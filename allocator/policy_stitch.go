@@ -50,9 +50,15 @@ import (
 // and the stitched range adds no reserved bytes and no segment. PyTorch's
 // statistics keep their meanings; num_stitches, num_unstitches and
 // stitched_bytes (the virtual address space of live stitched ranges) are
-// added to the statistics of a stitching allocator. A snapshot shows lent
-// blocks as allocated in their segments and leaves the stitched ranges
-// out: their memory is the lent blocks'.
+// added to the statistics of a stitching allocator.
+//
+// Observers see the address space: a stitch is an unmap of each lent range
+// and a map of the stitched range (segment_unmap, segment_map), an
+// unstitch the reverse, so that a profiler's reconstruction of the layout
+// at a peak and a recorded trace follow the virtual addresses, and the
+// bytes they count as reserved do not change. A snapshot, in the same
+// view, shows the stitched range as a segment of its own and leaves the
+// lent ranges out of theirs.
 //
 // Costs. A stitch makes 1 + pages + 1 device calls (reserve, maps, access)
 // and an unstitch 3 (synchronise, unmap, free the reservation); 2 MiB pages
@@ -148,9 +154,11 @@ func (a *Allocator) tryStitch(p *params) (*Block, error) {
 		return nil, err
 	}
 	for _, r := range runs {
-		seg.stitch.lent = append(seg.stitch.lent, a.lend(r, seg))
+		l := a.lend(r, seg)
+		seg.stitch.lent = append(seg.stitch.lent, l)
+		a.record(ActionSegmentUnmap, l.addr, l.size, l.stream)
 	}
-
+	a.record(ActionSegmentMap, va, seg.size, p.stream)
 	a.addSegment(seg)
 	b := a.newBlock(va, seg.size, p.stream, p.pool, seg)
 	seg.head = b
@@ -252,7 +260,9 @@ func (a *Allocator) unstitch(b *Block) error {
 	if err := a.vm.FreeAddress(seg.base, seg.size); err != nil {
 		return err
 	}
+	a.record(ActionSegmentUnmap, seg.base, seg.size, seg.stream)
 	for _, l := range seg.stitch.lent {
+		a.record(ActionSegmentMap, l.addr, l.size, l.stream)
 		l.allocated = false
 		l.lentTo = nil
 		a.tryMerge(l, l.prev)

@@ -15,7 +15,13 @@ traces=("$@")
 if [ ${#traces[@]} -eq 0 ]; then
 	for d in ../shared/traces/pytorch traces/pytorch traces/trial; do
 		[ -d "$d" ] || continue
-		for f in "$d"/*.pickle "$d"/*.mrt; do [ -e "$f" ] && traces+=("$f"); done
+		for f in "$d"/*.pickle "$d"/*.mrt; do
+			[ -e "$f" ] || continue
+			# traces/pytorch holds copies of some shared traces: once each.
+			case " ${seen:-} " in *" $(basename "$f") "*) continue ;; esac
+			seen="${seen:-} $(basename "$f")"
+			traces+=("$f")
+		done
 	done
 fi
 echo "| trace | row | peak live | peak reserved | waste | stranded at peak | OOMs | device calls | stitches | malloc |"
