@@ -70,11 +70,15 @@ func TestStitchReusesFreePages(t *testing.T) {
 			// The pages up to the end of the last block are mapped; leave
 			// no free tail so that growing means new pages.
 			mustMalloc(t, a, uint64(a.Stats().ReservedBytes[allocator.StatAll].Current)-50*mib)
+			holes := []uint64{bs[1].Addr(), bs[3].Addr()}
 			mustFree(t, a, bs[1])
 			mustFree(t, a, bs[3])
 			before := a.Stats()
 			maps := proc.Counters().Get(gpu.CallMap).Calls
+			var seen []allocator.TraceEntry
+			stop := a.AddObserver(func(e allocator.TraceEntry) { seen = append(seen, e) })
 			b := mustMalloc(t, a, 20*mib)
+			stop()
 			after := a.Stats()
 			grew := after.ReservedBytes[allocator.StatAll].Current > before.ReservedBytes[allocator.StatAll].Current
 			if grew != c.growing {
@@ -102,13 +106,38 @@ func TestStitchReusesFreePages(t *testing.T) {
 			if after.StitchedBytes.Current != 20*mib {
 				t.Fatalf("stitched_bytes %d", after.StitchedBytes.Current)
 			}
+			// Observers and the snapshot see addresses: the holes are
+			// unmapped, the stitched range mapped.
+			var unmapped, mapped uint64
+			for _, e := range seen {
+				switch e.Action {
+				case allocator.ActionSegmentUnmap:
+					unmapped += e.Size
+				case allocator.ActionSegmentMap:
+					mapped += e.Size
+					if e.Addr != b.Addr() {
+						t.Fatalf("segment_map at %#x, stitched block at %#x", e.Addr, b.Addr())
+					}
+				}
+			}
+			if unmapped != 20*mib || mapped != 20*mib {
+				t.Fatalf("observer saw %d bytes unmapped and %d mapped, want 20 MiB each", unmapped, mapped)
+			}
+			for _, sg := range a.Snapshot().Segments {
+				for _, h := range holes {
+					// The holes' whole pages start at most a page in.
+					if p := h + 2*mib; p >= sg.Address && p < sg.Address+sg.TotalSize {
+						t.Fatalf("lent range at %#x shown in segment %#x", p, sg.Address)
+					}
+				}
+			}
 			mustFree(t, a, b)
 			end := a.Stats()
 			if end.StitchedBytes.Current != 0 || end.NumUnstitches != 1 {
 				t.Fatalf("after free: stitched_bytes %d, num_unstitches %d", end.StitchedBytes.Current, end.NumUnstitches)
 			}
 			// The holes are free again: a 10 MiB request takes one.
-			if r := mustMalloc(t, a, 10*mib); r.Addr() != bs[1].Addr() && r.Addr() != bs[3].Addr() {
+			if r := mustMalloc(t, a, 10*mib); r.Addr() != holes[0] && r.Addr() != holes[1] {
 				t.Fatalf("10 MiB went to %#x, not to a hole", r.Addr())
 			}
 		})
