@@ -50,17 +50,19 @@ func BenchmarkMallocFreeCacheHit(b *testing.B) {
 		if policy == "pytorch" {
 			prefix = ""
 		}
-		benchCacheHit(b, prefix, allocator.WithPolicy(pol))
+		benchCacheHit(b, prefix, "", allocator.WithPolicy(pol))
 	}
+	// PyTorch's expandable segments, the path stitch runs on.
+	benchCacheHit(b, "expandable/", "expandable_segments:True", allocator.WithPolicy(allocator.PyTorch{}))
 }
 
-func benchCacheHit(b *testing.B, prefix string, opt allocator.Option) {
+func benchCacheHit(b *testing.B, prefix, conf string, opt allocator.Option) {
 	for _, c := range []struct {
 		name string
 		size uint64
 	}{{"small", 4096}, {"large", 4 << 20}} {
 		b.Run(prefix+c.name, func(b *testing.B) {
-			a, _ := benchAllocator(b, "", opt)
+			a, _ := benchAllocator(b, conf, opt)
 			fill(b, a, 10000, c.size)
 			b.ReportAllocs()
 			b.ResetTimer()

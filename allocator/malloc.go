@@ -100,8 +100,10 @@ func (a *Allocator) getFreeBlock(p *params) *Block {
 	if b.expandable() {
 		if a.cfg.ExpandableSegments {
 			// A growable tail counts as the size it can grow to, so a block
-			// that cannot grow is preferred when it fits.
-			for b.expandable() {
+			// that cannot grow is preferred when it fits. One that cannot
+			// grow is already the answer: every later block is at least as
+			// large, so the set is not walked (the cache hit's usual case).
+			for b.expandable() && expandableSize(b) != b.size {
 				n := fs.next(b)
 				if n == nil || n.stream != p.stream || expandableSize(n) >= expandableSize(b) {
 					break
