@@ -29,13 +29,14 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		b = a.life.borrow(a, &p)
 	}
 	if b == nil && a.stitch != nil {
-		sb, err := a.tryStitch(&p)
+		sb, stitched, err := a.tryStitch(&p)
 		if err != nil {
 			return nil, a.fail(err)
 		}
-		if sb != nil {
+		if stitched {
 			return a.allocFoundBlock(&p, sb, origSize, false), nil
 		}
+		b = sb
 	}
 	if b == nil {
 		var err error

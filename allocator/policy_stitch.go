@@ -29,8 +29,9 @@ import (
 // request needs. When they fall short but some exist, the shortfall is
 // mapped as new pages into the stream's reservation first (as expandable
 // growth would), where it joins the free pages, so the new memory is the
-// shortfall alone and not the whole request. Without free pages the request
-// grows a segment as PyTorch's does. The chosen pages are cut out of their
+// shortfall alone and not the whole request (and when the new pages make
+// one free block large enough, it serves the request without a stitch).
+// Without free pages the request grows a segment as PyTorch's does. The chosen pages are cut out of their
 // free blocks (what is left of each block stays free), marked as lent to
 // the stitched range, and mapped in order behind one new reservation of
 // exactly the pages' size (cuMemAddressReserve, one cuMemMap per page,
@@ -108,35 +109,42 @@ func (a *Allocator) largePage() uint64 {
 	return a.cfg.LargeSegmentSize
 }
 
-// tryStitch returns a stitched block of whole pages for p, or nil when
-// there are no free pages to stitch (or not enough memory for the
-// shortfall): then malloc goes on as PyTorch's does.
-func (a *Allocator) tryStitch(p *params) (*Block, error) {
+// tryStitch returns a stitched block of whole pages for p (stitched set),
+// or a free block that the pages mapped for the shortfall made large
+// enough, removed from the free set, or nil when there are no free pages to
+// stitch (or no memory for the shortfall): then malloc goes on as PyTorch's
+// does.
+func (a *Allocator) tryStitch(p *params) (b *Block, stitched bool, err error) {
 	if !a.cfg.ExpandableSegments || p.pool.small {
-		return nil, nil
+		return nil, false, nil
 	}
 	page := a.largePage()
 	need := (p.size + page - 1) / page
 	have := a.gatherPages(p, page, need)
 	if have == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	if have < need {
 		ok, err := a.growPages(p, (need-have)*page)
 		if !ok || err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		// The new pages may have joined a free block into one that fits:
+		// then no stitch is needed.
+		if b := a.getFreeBlock(p); b != nil {
+			return b, false, nil
 		}
 		if a.gatherPages(p, page, need) < need {
-			return nil, nil
+			return nil, false, nil
 		}
 	}
 	runs := a.stitch.runs
 	va, err := a.vm.ReserveAddress(need * page)
 	if err != nil {
 		if errors.Is(err, ErrDeviceOutOfMemory) {
-			return nil, nil // no address space: grow instead
+			return nil, false, nil // no address space: grow instead
 		}
-		return nil, err
+		return nil, false, err
 	}
 	seg := &segment{base: va, size: need * page, stream: p.stream, pool: p.pool,
 		stitch: &stitchedRange{lent: make([]*Block, 0, len(runs))}}
@@ -145,13 +153,13 @@ func (a *Allocator) tryStitch(p *params) (*Block, error) {
 		es := r.b.seg.exp
 		for i := r.first; i < r.last; i++ {
 			if err := a.vm.Map(at, es.pages[i]); err != nil {
-				return nil, err
+				return nil, false, err
 			}
 			at += page
 		}
 	}
 	if err := a.vm.SetAccess(va, seg.size); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	for _, r := range runs {
 		l := a.lend(r, seg)
@@ -160,11 +168,11 @@ func (a *Allocator) tryStitch(p *params) (*Block, error) {
 	}
 	a.record(ActionSegmentMap, va, seg.size, p.stream)
 	a.addSegment(seg)
-	b := a.newBlock(va, seg.size, p.stream, p.pool, seg)
+	b = a.newBlock(va, seg.size, p.stream, p.pool, seg)
 	seg.head = b
 	a.stats.NumStitches++
 	a.stats.StitchedBytes.increase(int64(seg.size))
-	return b, nil
+	return b, true, nil
 }
 
 // gatherPages fills a.stitch.runs with whole free pages of p's stream and
