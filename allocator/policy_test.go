@@ -242,3 +242,27 @@ func TestReleaseOversizeSplitAfterToggle(t *testing.T) {
 	}
 	mustFree(t, a, small)
 }
+
+// TestStitchShortfall: a 30 MiB request with one free 10 MiB hole maps only
+// the missing 20 MiB and stitches them behind the hole's pages; PyTorch's
+// expandable segments map all of it, in 20 MiB pages: 40 MiB.
+func TestStitchShortfall(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		grow   int64
+	}{{"pytorch", 40 * mib}, {"stitch", 20 * mib}} {
+		t.Run(c.policy, func(t *testing.T) {
+			_, a := policyAllocator(t, c.policy, "expandable_segments:True", 1<<30)
+			x := mustMalloc(t, a, 10*mib)
+			mustMalloc(t, a, 10*mib)
+			mustMalloc(t, a, uint64(a.Stats().ReservedBytes[allocator.StatAll].Current)-20*mib) // no free tail
+			mustFree(t, a, x)
+			before := a.Stats().ReservedBytes[allocator.StatAll].Current
+			b := mustMalloc(t, a, 30*mib)
+			if got := a.Stats().ReservedBytes[allocator.StatAll].Current - before; got != c.grow {
+				t.Fatalf("reserved grew by %d MiB, want %d MiB", got/mib, c.grow/mib)
+			}
+			mustFree(t, a, b)
+		})
+	}
+}
