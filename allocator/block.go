@@ -22,10 +22,11 @@ type Block struct {
 	gcCountBase uint64  // pool.getFreeBlocksCallCount when it became free
 	bucket      *bucket // the free-set bucket it is in, or was last in (a hint)
 
-	// Lifetime (policy_lifetime.go): the epoch it was handed out in and
-	// its size class.
-	born  uint32
-	class *lifeClass
+	// Lifetime (policy_lifetime.go): the epoch it was handed out in, its
+	// size class, and whether it was predicted long-lived.
+	born     uint32
+	lifeLong bool
+	class    *lifeClass
 	// Stitch (policy_stitch.go): the stitched range that maps this block's
 	// pages elsewhere. A lent block is neither free nor the caller's.
 	lentTo *segment

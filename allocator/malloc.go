@@ -21,11 +21,12 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		stream:    stream,
 		pool:      a.poolFor(size),
 	}
+	predictedLong := false
 	if a.life != nil {
-		a.life.choosePool(a, &p)
+		predictedLong = a.life.choosePool(a, &p)
 	}
 	b := a.getFreeBlock(&p)
-	if b == nil && a.life != nil && !p.pool.long {
+	if b == nil && a.life != nil && !predictedLong {
 		b = a.life.borrow(a, &p)
 	}
 	if b == nil && a.stitch != nil {
@@ -50,7 +51,7 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 	split := a.policy.ShouldSplit(&a.cfg, b.size, size, p.pool.small)
 	b = a.allocFoundBlock(&p, b, origSize, split)
 	if a.life != nil {
-		a.life.allocated(a, b)
+		a.life.allocated(a, b, size, predictedLong)
 	}
 	return b, nil
 }

@@ -131,8 +131,8 @@ func (l *lifetimeState) track(cur int64, free bool) {
 }
 
 // choosePool is the prediction: it moves the request to the long-lived
-// pool of its size when it predicts a long life.
-func (l *lifetimeState) choosePool(a *Allocator, p *params) {
+// pool of its size when it predicts a long life, and says so.
+func (l *lifetimeState) choosePool(a *Allocator, p *params) bool {
 	long := l.epoch == 0
 	if !long {
 		c := l.classes.get(p.size)
@@ -151,6 +151,7 @@ func (l *lifetimeState) choosePool(a *Allocator, p *params) {
 			p.pool = &a.longLarge
 		}
 	}
+	return long
 }
 
 // borrow serves a transient request from a free block of the long-lived
@@ -172,14 +173,16 @@ func (l *lifetimeState) borrow(a *Allocator, p *params) *Block {
 	return b
 }
 
-// allocated stamps a handed-out block with its epoch and class.
-func (l *lifetimeState) allocated(a *Allocator, b *Block) {
-	c := l.classes.get(b.size)
+// allocated stamps a handed-out block with its epoch, the class of its
+// rounded size and the prediction (a transient block borrowed from a
+// long-lived pool is not counted as long-lived).
+func (l *lifetimeState) allocated(a *Allocator, b *Block, size uint64, long bool) {
+	c := l.classes.get(size)
 	if c == nil {
-		c = l.classes.add(b.size)
+		c = l.classes.add(size)
 	}
-	b.born, b.class = l.epoch, c
-	if b.pool.long {
+	b.born, b.class, b.lifeLong = l.epoch, c, long
+	if long {
 		c.liveLong++
 	}
 	l.track(a.stats.AllocatedBytes[StatAll].Current, false)
@@ -193,7 +196,7 @@ func (l *lifetimeState) freed(a *Allocator, b *Block) {
 		} else {
 			c.short++
 		}
-		if b.pool.long {
+		if b.lifeLong {
 			c.liveLong--
 		}
 		b.class = nil
