@@ -266,3 +266,29 @@ func TestStitchShortfall(t *testing.T) {
 		})
 	}
 }
+
+// TestLifetimeBorrows: after the first step, a transient request that its
+// pool cannot serve takes the free tail of the weights' long-lived segment
+// instead of a new segment.
+func TestLifetimeBorrows(t *testing.T) {
+	_, a := policyAllocator(t, "lifetime", "", 4<<30)
+	for i := 0; i < 4; i++ {
+		mustMalloc(t, a, 4*mib) // weights: 16 MiB of a 20 MiB segment
+	}
+	var acts []*allocator.Block
+	for i := 0; i < 10; i++ {
+		acts = append(acts, mustMalloc(t, a, 5*mib))
+		mustFree(t, a, mustMalloc(t, a, mib/2))
+	}
+	for _, x := range acts {
+		mustFree(t, a, x) // a trough: the first step is over
+	}
+	before := a.Stats().ReservedBytes[allocator.StatLarge].Current
+	if before != 20*mib {
+		t.Fatalf("large pool holds %d MiB after the step, want the weights' 20 MiB segment", before/mib)
+	}
+	mustMalloc(t, a, 3*mib)
+	if after := a.Stats().ReservedBytes[allocator.StatLarge].Current; after != before {
+		t.Fatalf("a transient 3 MiB grew the large pool from %d to %d MiB", before/mib, after/mib)
+	}
+}
