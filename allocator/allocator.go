@@ -24,6 +24,14 @@ type Allocator struct {
 	small, large pool
 	stats        Stats
 
+	// What a policy other than PyTorch switched on at New (policy.go):
+	// pools lists the pools in use, large first; life and stitch are nil
+	// under PyTorch.
+	pools                []*pool
+	longSmall, longLarge pool
+	life                 *lifetimeState
+	stitch               *stitchState
+
 	// totalAllocated is the bytes obtained from the device: segments plus
 	// mapped pages. The memory fraction and GC compare against it.
 	totalAllocated uint64
@@ -51,6 +59,7 @@ type Allocator struct {
 // class.
 type pool struct {
 	small    bool
+	long     bool // Lifetime's pool of long-lived blocks
 	statIdx  int
 	free     freeSet
 	unmapped unmappedSet
@@ -86,6 +95,12 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	a.vm, _ = dev.(VirtualMemory)
 	for _, o := range opts {
 		o(a)
+	}
+	a.pools = []*pool{&a.large, &a.small}
+	if e, ok := a.policy.(policyEngine); ok {
+		if err := e.engine(a, &cfg); err != nil {
+			return nil, err
+		}
 	}
 	if err := a.validate(&cfg); err != nil {
 		return nil, err
@@ -269,6 +284,14 @@ func (a *Allocator) poolFor(size uint64) *pool {
 	return &a.large
 }
 
+// ownPool says whether p is one of this allocator's pools.
+func (a *Allocator) ownPool(p *pool) bool {
+	if p == &a.small || p == &a.large {
+		return true
+	}
+	return a.life != nil && (p == &a.longSmall || p == &a.longLarge)
+}
+
 // Malloc allocates size bytes for use on stream. A size of 0 returns a nil
 // block and no error, as PyTorch returns a null pointer. Failure after the
 // fallback chain is an *OutOfMemoryError; a device failure is returned as
@@ -316,7 +339,7 @@ func (a *Allocator) Free(b *Block) error {
 // checkLive says whether b is a block this allocator handed out and that
 // has not been freed.
 func (a *Allocator) checkLive(b *Block) error {
-	if b.pool != &a.small && b.pool != &a.large {
+	if !a.ownPool(b.pool) {
 		return ErrForeignBlock
 	}
 	if !b.allocated {

@@ -12,8 +12,8 @@ import (
 // Benchmarks of the allocator's hot path on the simulated device. The
 // figures and the command that produced them are in docs/allocator.md.
 
-func benchAllocator(b *testing.B, conf string) (*allocator.Allocator, *gpu.Process) {
-	_, proc, a, _ := simAllocator(b, gpu.Options{Capacity: 80 << 30, NoContextOverhead: true}, conf)
+func benchAllocator(b *testing.B, conf string, opts ...allocator.Option) (*allocator.Allocator, *gpu.Process) {
+	_, proc, a, _ := simAllocator(b, gpu.Options{Capacity: 80 << 30, NoContextOverhead: true}, conf, opts...)
 	return a, proc
 }
 
@@ -38,14 +38,31 @@ func fill(b *testing.B, a *allocator.Allocator, n int, size uint64) {
 }
 
 // BenchmarkMallocFreeCacheHit is one malloc and one free of a cached block
-// with 10,000 live blocks in the pools. One op = the pair.
+// with 10,000 live blocks in the pools, under each policy (PyTorch's first,
+// under its bare name). One op = the pair.
 func BenchmarkMallocFreeCacheHit(b *testing.B) {
+	for _, policy := range allocator.PolicyNames() {
+		pol, err := allocator.NewPolicy(policy)
+		if err != nil {
+			b.Fatal(err)
+		}
+		prefix := policy + "/"
+		if policy == "pytorch" {
+			prefix = ""
+		}
+		benchCacheHit(b, prefix, "", allocator.WithPolicy(pol))
+	}
+	// PyTorch's expandable segments, the path stitch runs on.
+	benchCacheHit(b, "expandable/", "expandable_segments:True", allocator.WithPolicy(allocator.PyTorch{}))
+}
+
+func benchCacheHit(b *testing.B, prefix, conf string, opt allocator.Option) {
 	for _, c := range []struct {
 		name string
 		size uint64
 	}{{"small", 4096}, {"large", 4 << 20}} {
-		b.Run(c.name, func(b *testing.B) {
-			a, _ := benchAllocator(b, "")
+		b.Run(prefix+c.name, func(b *testing.B) {
+			a, _ := benchAllocator(b, conf, opt)
 			fill(b, a, 10000, c.size)
 			b.ReportAllocs()
 			b.ResetTimer()

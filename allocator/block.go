@@ -21,6 +21,15 @@ type Block struct {
 
 	gcCountBase uint64  // pool.getFreeBlocksCallCount when it became free
 	bucket      *bucket // the free-set bucket it is in, or was last in (a hint)
+
+	// Lifetime (policy_lifetime.go): the epoch it was handed out in, its
+	// size class, and whether it was predicted long-lived.
+	born     uint32
+	lifeLong bool
+	class    *lifeClass
+	// Stitch (policy_stitch.go): the stitched range that maps this block's
+	// pages elsewhere. A lent block is neither free nor the caller's.
+	lentTo *segment
 }
 
 // Addr is the block's device address.
@@ -57,7 +66,8 @@ type segment struct {
 	pool   *pool
 	head   *Block // the block at base; the chain from it tiles the segment
 	exp    *expandableSegment
-	index  int // position in Allocator.segments
+	stitch *stitchedRange // a range of lent pages (policy_stitch.go), nil otherwise
+	index  int            // position in Allocator.segments
 }
 
 // newBlock returns a zeroed block, reusing one from the recycle list so that

@@ -44,7 +44,7 @@ func (a *Allocator) checkInvariants() error {
 			return err
 		}
 	}
-	for _, p := range []*pool{&a.small, &a.large} {
+	for _, p := range a.pools {
 		if p.free.len() != freeCount[p] {
 			return fmt.Errorf("%s pool: free set holds %d blocks, segments have %d free blocks",
 				poolNames[p.statIdx], p.free.len(), freeCount[p])
@@ -112,7 +112,18 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		if inFree {
 			freeCount[p]++
 		}
-		want.ReservedBytes.increase(pi, int64(b.size))
+		if b.lentTo != nil {
+			// A page is reserved where it was created; the stitched range
+			// that maps it again counts it as allocated.
+			if !b.allocated || seg.exp == nil || b.lentTo.stitch == nil || a.segments[b.lentTo.index] != b.lentTo {
+				return fmt.Errorf("block %#x: lent, but not an allocated expandable block of a live stitched range", b.addr)
+			}
+			want.ReservedBytes.increase(pi, int64(b.size))
+			continue
+		}
+		if seg.stitch == nil {
+			want.ReservedBytes.increase(pi, int64(b.size))
+		}
 		active := b.allocated || b.eventCount > 0 || len(b.streamUses) > 0
 		if b.allocated {
 			want.Allocation.increase(pi, 1)
@@ -130,12 +141,36 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 			want.InactiveSplitBytes.increase(pi, int64(b.size))
 		}
 	}
+	if seg.stitch != nil {
+		return checkStitched(seg, want)
+	}
 	if seg.exp == nil {
 		want.Segment.increase(pi, 1)
 		if seg.size >= a.cfg.MaxSplitSize {
 			want.OversizeSegments.increase(1)
 		}
 	}
+	return nil
+}
+
+// checkStitched: a stitched range holds one active block, and its lent
+// blocks add up to it and name it.
+func checkStitched(seg *segment, want *Stats) error {
+	b := seg.head
+	if b.next != nil || !(b.allocated || b.eventCount > 0 || len(b.streamUses) > 0) {
+		return fmt.Errorf("stitched range %#x: not one active block", seg.base)
+	}
+	var sum uint64
+	for _, l := range seg.stitch.lent {
+		if l.lentTo != seg {
+			return fmt.Errorf("stitched range %#x: lent block %#x names another range", seg.base, l.addr)
+		}
+		sum += l.size
+	}
+	if sum != seg.size {
+		return fmt.Errorf("stitched range %#x of %d bytes maps %d bytes of lent blocks", seg.base, seg.size, sum)
+	}
+	want.StitchedBytes.increase(int64(seg.size))
 	return nil
 }
 
@@ -171,6 +206,9 @@ func (a *Allocator) checkStats(want *Stats) error {
 				return err
 			}
 		}
+	}
+	if err := checkStat("stitched_bytes", got.StitchedBytes, want.StitchedBytes.Current, a.accumulatedReset); err != nil {
+		return err
 	}
 	if r := uint64(got.ReservedBytes[StatAll].Current); r != a.totalAllocated {
 		return fmt.Errorf("reserved_bytes %d but %d bytes held from the device", r, a.totalAllocated)

@@ -68,7 +68,7 @@ func (a *Allocator) findExpandableBlock(p *params) (*Block, error) {
 	}
 	page := uint64(SmallBuffer)
 	if !p.pool.small {
-		page = a.cfg.LargeSegmentSize
+		page = a.largePage()
 	}
 	total := a.deviceTotal
 	n := (total + total/8 + page - 1) / page

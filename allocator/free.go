@@ -14,19 +14,29 @@ func (a *Allocator) free(b *Block) error {
 	if b.size >= a.cfg.MaxSplitSize {
 		a.stats.OversizeAllocations.decrease(1)
 	}
+	if a.life != nil {
+		a.life.freed(a, b)
+	}
 	if len(b.streamUses) > 0 {
 		return a.insertEvents(b)
 	}
-	a.freeBlock(b)
-	return nil
+	return a.freeBlock(b)
 }
 
 // freeBlock returns a block to its pool: merge with the previous neighbour,
 // then the next, insert, and settle active and inactive_split (free_block).
 // inactive_split moves by the net change only, as in PyTorch, which shows in
 // its allocated/freed totals.
-func (a *Allocator) freeBlock(b *Block) {
+func (a *Allocator) freeBlock(b *Block) error {
 	a.record(ActionFreeCompleted, b.addr, b.requested, b.stream)
+	if b.seg.stitch != nil {
+		// A stitched block is its range's only block: the range goes.
+		pi := b.pool.statIdx
+		a.stats.Active.decrease(pi, 1)
+		a.stats.ActiveBytes.decrease(pi, int64(b.size))
+		a.stats.RequestedBytes.decrease(pi, int64(b.requested))
+		return a.unstitch(b)
+	}
 	origSize := b.size
 	requested := b.requested
 	var netBlocks, netBytes int64
@@ -58,6 +68,10 @@ func (a *Allocator) freeBlock(b *Block) {
 	st.Active.decrease(pi, 1)
 	st.ActiveBytes.decrease(pi, int64(origSize))
 	st.RequestedBytes.decrease(pi, int64(requested))
+	if b.pool.long {
+		return a.releaseLong(b)
+	}
+	return nil
 }
 
 // tryMerge merges src into dst when src is a free, idle neighbour in the
@@ -151,7 +165,9 @@ func (a *Allocator) processEvents() error {
 			q.q[q.head] = pendingEvent{}
 			q.head++
 			a.pendingEvents--
-			a.eventDone(e.b)
+			if err := a.eventDone(e.b); err != nil {
+				return err
+			}
 		}
 		if q.head == len(q.q) {
 			delete(a.events, s)
@@ -163,11 +179,12 @@ func (a *Allocator) processEvents() error {
 	return nil
 }
 
-func (a *Allocator) eventDone(b *Block) {
+func (a *Allocator) eventDone(b *Block) error {
 	b.eventCount--
 	if b.eventCount == 0 {
-		a.freeBlock(b)
+		return a.freeBlock(b)
 	}
+	return nil
 }
 
 // synchronizeAndFreeEvents waits for every outstanding event and frees the
@@ -185,7 +202,9 @@ func (a *Allocator) synchronizeAndFreeEvents() error {
 			q.q[q.head] = pendingEvent{}
 			q.head++
 			a.pendingEvents--
-			a.eventDone(e.b)
+			if err := a.eventDone(e.b); err != nil {
+				return err
+			}
 		}
 		delete(a.events, s)
 		a.eventStreams = a.eventStreams[1:]

@@ -8,7 +8,7 @@ package allocator
 func (a *Allocator) FreeSummary() (total, largest uint64) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	for _, p := range [2]*pool{&a.small, &a.large} {
+	for _, p := range a.pools {
 		p.free.index.Descend(func(bk *bucket) bool {
 			if n := uint64(len(bk.blocks)); n > 0 {
 				total += n * bk.key.size

@@ -21,7 +21,24 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		stream:    stream,
 		pool:      a.poolFor(size),
 	}
+	predictedLong := false
+	if a.life != nil {
+		predictedLong = a.life.choosePool(a, &p)
+	}
 	b := a.getFreeBlock(&p)
+	if b == nil && a.life != nil && !predictedLong {
+		b = a.life.borrow(a, &p)
+	}
+	if b == nil && a.stitch != nil {
+		sb, stitched, err := a.tryStitch(&p)
+		if err != nil {
+			return nil, a.fail(err)
+		}
+		if stitched {
+			return a.allocFoundBlock(&p, sb, origSize, false), nil
+		}
+		b = sb
+	}
 	if b == nil {
 		var err error
 		if b, err = a.allocSlow(&p); err != nil {
@@ -32,7 +49,11 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		}
 	}
 	split := a.policy.ShouldSplit(&a.cfg, b.size, size, p.pool.small)
-	return a.allocFoundBlock(&p, b, origSize, split), nil
+	b = a.allocFoundBlock(&p, b, origSize, split)
+	if a.life != nil {
+		a.life.allocated(a, b, size, predictedLong)
+	}
+	return b, nil
 }
 
 // allocSlow is the fallback chain when no cached block fits: GC, a new
@@ -81,8 +102,10 @@ func (a *Allocator) getFreeBlock(p *params) *Block {
 	if b.expandable() {
 		if a.cfg.ExpandableSegments {
 			// A growable tail counts as the size it can grow to, so a block
-			// that cannot grow is preferred when it fits.
-			for b.expandable() {
+			// that cannot grow is preferred when it fits. One that cannot
+			// grow is already the answer: every later block is at least as
+			// large, so the set is not walked (the cache hit's usual case).
+			for b.expandable() && expandableSize(b) != b.size {
 				n := fs.next(b)
 				if n == nil || n.stream != p.stream || expandableSize(n) >= expandableSize(b) {
 					break
@@ -302,7 +325,11 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *params) (bool, error) {
 	fs := &p.pool.free
 	key := max(p.size, maxSplit)
 	b := fs.lowerBound(p.stream, key)
-	if b != nil && b.stream == p.stream && !b.expandable() {
+	// An oversize block of a cudaMalloc segment is the whole segment,
+	// unless expandable_segments was switched on at run time: should_split
+	// then splits every large block, and releasing a split block would free
+	// the segment under its neighbours. Such blocks stay cached.
+	if b != nil && b.stream == p.stream && !b.expandable() && !b.isSplit() {
 		return true, a.releaseBlock(b)
 	}
 	// No single block is large enough: free oversize blocks from the
@@ -316,7 +343,7 @@ func (a *Allocator) releaseAvailableCachedBlocks(p *params) (bool, error) {
 	var released uint64
 	for cur != nil && released < key && cur.size >= maxSplit && cur.stream == p.stream {
 		prev := fs.prev(cur)
-		if !cur.expandable() {
+		if !cur.expandable() && !cur.isSplit() {
 			size := cur.size
 			if err := a.releaseBlock(cur); err != nil {
 				return false, err

@@ -1,7 +1,9 @@
 package allocator
 
 import (
+	"fmt"
 	"math/bits"
+	"strings"
 
 	"github.com/memreplay/memreplay/allocator/config"
 )
@@ -33,6 +35,39 @@ type Policy interface {
 	// ShouldSplit says whether a free block of blockSize serving size bytes
 	// is split, leaving the tail cached.
 	ShouldSplit(cfg *config.Config, blockSize, size uint64, small bool) bool
+}
+
+// A policy may do more than size blocks: it may keep long-lived blocks in
+// pools of their own (Lifetime) or stitch free pages into new ranges
+// (Stitch). Those mechanisms live in the allocator, behind fields that New
+// sets once from the policy's engine method, so that PyTorch's path only
+// tests a nil pointer or a false flag. engine is unexported: only the
+// policies of this package switch mechanisms on; a policy from elsewhere
+// changes sizes only.
+type policyEngine interface {
+	// engine switches the policy's mechanisms on in a new allocator; it
+	// may adjust the settings before they are validated.
+	engine(a *Allocator, cfg *config.Config) error
+}
+
+// PolicyNames lists the policies NewPolicy knows, the default first.
+func PolicyNames() []string { return []string{"pytorch", "stitch", "lifetime"} }
+
+// NewPolicy returns the policy called name ("" is pytorch). A policy holds
+// no state of its own (the allocator keeps it), so one value may serve
+// several allocators.
+func NewPolicy(name string) (Policy, error) {
+	switch name {
+	case "", "pytorch":
+		return PyTorch{}, nil
+	case "stitch":
+		return Stitch{}, nil
+	case "lifetime":
+		return Lifetime{}, nil
+	case "plan":
+		return nil, fmt.Errorf("policy \"plan\" is not available yet (want %s)", strings.Join(PolicyNames(), ", "))
+	}
+	return nil, fmt.Errorf("unknown policy %q (want %s)", name, strings.Join(PolicyNames(), ", "))
 }
 
 // PyTorch is PyTorch's policy, decision for decision.

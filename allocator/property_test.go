@@ -74,9 +74,19 @@ func simAllocator(tb testing.TB, o gpu.Options, conf string, opts ...allocator.O
 	return card, proc, a, cfg
 }
 
-func newDriver(t testing.TB, conf string, capacity uint64) *driver {
-	card, proc, a, cfg := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf, allocator.WithInvariantChecks())
-	return &driver{t: t, gpu: card, proc: proc, a: a, cfg: cfg}
+// propertyPolicies are the policies every test of this file runs under.
+var propertyPolicies = allocator.PolicyNames()
+
+func newDriver(t testing.TB, conf, policy string, capacity uint64) *driver {
+	pol, err := allocator.NewPolicy(policy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	card, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf,
+		allocator.WithInvariantChecks(), allocator.WithPolicy(pol))
+	// The policy may have changed the settings (stitch turns expandable
+	// segments on).
+	return &driver{t: t, gpu: card, proc: proc, a: a, cfg: a.Config()}
 }
 
 func (d *driver) step(o op) {
@@ -202,31 +212,41 @@ func TestPropertyRandomSequences(t *testing.T) {
 	if testing.Short() {
 		steps = 500
 	}
-	for ci, conf := range propertyConfs {
-		for seed := uint64(1); seed <= 3; seed++ {
-			t.Run(fmt.Sprintf("conf%d/seed%d", ci, seed), func(t *testing.T) {
-				r := rand.New(rand.NewPCG(seed, uint64(ci)))
-				// 600 MiB makes OOMs and the retry path common.
-				d := newDriver(t, conf, 600<<20)
-				for i := 0; i < steps; i++ {
-					d.step(op{kind: uint8(r.IntN(16)), size: randomSize(r), pick: r.Uint32(), stream: uint8(r.IntN(8))})
-				}
-				for len(d.live) > 0 {
-					d.free(0)
-				}
-				d.proc.CompleteAllEvents()
-				if err := d.a.EmptyCache(); err != nil {
-					t.Fatal(err)
-				}
-				st := d.a.Stats()
-				if st.AllocatedBytes[allocator.StatAll].Current != 0 || st.ActiveBytes[allocator.StatAll].Current != 0 {
-					t.Fatalf("memory still in use after freeing everything: %+v", st.AllocatedBytes)
-				}
-				if !d.cfg.ExpandableSegments && st.ReservedBytes[allocator.StatAll].Current != 0 {
-					t.Fatalf("empty_cache left %d bytes reserved with nothing live", st.ReservedBytes[allocator.StatAll].Current)
-				}
-			})
+	for _, policy := range propertyPolicies {
+		for ci, conf := range propertyConfs {
+			for seed := uint64(1); seed <= 3; seed++ {
+				t.Run(fmt.Sprintf("%s/conf%d/seed%d", policy, ci, seed), func(t *testing.T) {
+					propertyRun(t, policy, conf, ci, seed, steps)
+				})
+			}
 		}
+	}
+}
+
+func propertyRun(t *testing.T, policy, conf string, ci int, seed uint64, steps int) {
+	r := rand.New(rand.NewPCG(seed, uint64(ci)))
+	// 600 MiB makes OOMs and the retry path common.
+	d := newDriver(t, conf, policy, 600<<20)
+	for i := 0; i < steps; i++ {
+		d.step(op{kind: uint8(r.IntN(16)), size: randomSize(r), pick: r.Uint32(), stream: uint8(r.IntN(8))})
+	}
+	for len(d.live) > 0 {
+		d.free(0)
+	}
+	d.proc.CompleteAllEvents()
+	if err := d.a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	st := d.a.Stats()
+	if st.AllocatedBytes[allocator.StatAll].Current != 0 || st.ActiveBytes[allocator.StatAll].Current != 0 {
+		t.Fatalf("memory still in use after freeing everything: %+v", st.AllocatedBytes)
+	}
+	if !d.cfg.ExpandableSegments && st.ReservedBytes[allocator.StatAll].Current != 0 {
+		t.Fatalf("empty_cache left %d bytes reserved with nothing live", st.ReservedBytes[allocator.StatAll].Current)
+	}
+	if st.StitchedBytes.Current != 0 || st.NumStitches != st.NumUnstitches {
+		t.Fatalf("stitched ranges left with nothing live: %d bytes, %d stitches, %d unstitches",
+			st.StitchedBytes.Current, st.NumStitches, st.NumUnstitches)
 	}
 }
 
@@ -237,11 +257,15 @@ func FuzzAllocator(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 7, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 0, 0x10, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0})
 	f.Add([]byte{3, 0, 0xff, 0xff, 0x0f, 1, 1, 0, 0xff, 0xff, 0x0f, 2, 1, 12, 0, 0, 0, 1, 3, 7, 0, 0, 0, 0, 0, 13, 0, 0, 0, 1, 3})
+	// The other policies: stitch (7..13), lifetime (14..20).
+	f.Add([]byte{7, 0x20, 0, 0x10, 0, 0, 0, 0x20, 0, 0x10, 0, 1, 0, 0x20, 0, 0x10, 0, 2, 0, 7, 0, 0, 0, 1, 0, 0x20, 0, 0x30, 0, 0, 0})
+	f.Add([]byte{14, 0, 0x10, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return
 		}
-		d := newDriver(t, propertyConfs[int(data[0])%len(propertyConfs)], 400<<20)
+		n := int(data[0])
+		d := newDriver(t, propertyConfs[n%len(propertyConfs)], propertyPolicies[n/len(propertyConfs)%len(propertyPolicies)], 400<<20)
 		data = data[1:]
 		for len(data) >= 6 && d.steps < 2000 {
 			raw := uint64(data[1]) | uint64(data[2])<<8 | uint64(data[3])<<16

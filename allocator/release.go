@@ -7,10 +7,14 @@ func (a *Allocator) releaseCachedBlocks() error {
 	if err := a.synchronizeAndFreeEvents(); err != nil {
 		return err
 	}
-	if err := a.releaseBlocks(&a.large); err != nil {
-		return err
+	// a.pools is large, small under PyTorch; Lifetime's long pools follow
+	// their transient ones.
+	for _, p := range a.pools {
+		if err := a.releaseBlocks(p); err != nil {
+			return err
+		}
 	}
-	return a.releaseBlocks(&a.small)
+	return nil
 }
 
 // releaseBlocks frees the pool's free blocks that are whole segments, in

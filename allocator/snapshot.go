@@ -48,21 +48,24 @@ func (a *Allocator) Snapshot() Snapshot {
 
 func (a *Allocator) snapshot() Snapshot {
 	var out []SegmentInfo
+	// A run ends at a block lent to a stitched range: the stitched range
+	// shows as a run of its own, the lent block in neither.
+	inRun := func(b *Block) bool { return b != nil && b.mapped && b.lentTo == nil }
 	for _, seg := range a.segments {
 		for b := seg.head; b != nil; b = b.next {
 			// Each mapped run is a segment; a block after a mapped one
 			// continues the run.
-			if !b.mapped || (b.prev != nil && b.prev.mapped) {
+			if !inRun(b) || inRun(b.prev) {
 				continue
 			}
 			si := SegmentInfo{
 				Device: a.device, Address: b.addr, Stream: b.stream,
-				SegmentType: "large", IsExpandable: seg.exp != nil,
+				SegmentType: "large", IsExpandable: seg.exp != nil || seg.stitch != nil,
 			}
 			if seg.pool.small {
 				si.SegmentType = "small"
 			}
-			for r := b; r != nil && r.mapped; r = r.next {
+			for r := b; inRun(r); r = r.next {
 				bi := BlockInfo{Address: r.addr, Size: r.size, RequestedSize: r.requested, State: StateInactive}
 				active := r.allocated || r.eventCount > 0 || len(r.streamUses) > 0
 				si.TotalSize += r.size

@@ -74,6 +74,12 @@ type Stats struct {
 	// MaxSplitSize is max_split_size as PyTorch reports it: -1 when
 	// unlimited, frozen when the allocator is constructed.
 	MaxSplitSize int64
+
+	// The stitch policy's own statistics, in Map only when Stitching.
+	Stitching     bool
+	NumStitches   int64 // stitched ranges made
+	NumUnstitches int64 // stitched ranges unmapped
+	StitchedBytes Stat  // virtual address space of the live stitched ranges
 }
 
 var poolNames = [3]string{"all", "small_pool", "large_pool"}
@@ -133,6 +139,14 @@ func (s *Stats) Map() map[string]int64 {
 	m["num_device_alloc"] = s.NumDeviceAlloc
 	m["num_device_free"] = s.NumDeviceFree
 	m["max_split_size"] = s.MaxSplitSize
+	if s.Stitching {
+		v := s.StitchedBytes.values()
+		for f, fn := range statFields {
+			m["stitched_bytes."+fn] = v[f]
+		}
+		m["num_stitches"] = s.NumStitches
+		m["num_unstitches"] = s.NumUnstitches
+	}
 	return m
 }
 
@@ -170,6 +184,7 @@ func (s *Stats) each(fn func(*Stat)) {
 	for _, st := range s.Singles() {
 		fn(st.Stat)
 	}
+	fn(&s.StitchedBytes)
 }
 
 func (s *Stats) resetPeak() {
@@ -179,4 +194,5 @@ func (s *Stats) resetPeak() {
 func (s *Stats) resetAccumulated() {
 	s.each(func(st *Stat) { st.Allocated, st.Freed = 0, 0 })
 	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams, s.NumDeviceAlloc, s.NumDeviceFree = 0, 0, 0, 0, 0
+	s.NumStitches, s.NumUnstitches = 0, 0
 }

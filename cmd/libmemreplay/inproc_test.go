@@ -256,9 +256,15 @@ func TestOptionsFromEnv(t *testing.T) {
 	require.ErrorContains(t, o.cfgErr, "PYTORCH_CUDA_ALLOC_CONF: ")
 	require.ErrorContains(t, o.cfgErr, "max_split_size_mb")
 
-	o = optionsFromEnv(env("MEMREPLAY_MAX_ENTRIES", "lots", "MEMREPLAY_OOM", "abort"))
+	o = optionsFromEnv(env("MEMREPLAY_MAX_ENTRIES", "lots", "MEMREPLAY_OOM", "abort", "MEMREPLAY_POLICY", "gmlake"))
 	require.ErrorContains(t, o.cfgErr, `MEMREPLAY_MAX_ENTRIES="lots"`)
 	require.ErrorContains(t, o.cfgErr, `MEMREPLAY_OOM="abort": want throw or null`)
+	require.ErrorContains(t, o.cfgErr, `MEMREPLAY_POLICY: unknown policy "gmlake"`)
+
+	require.Nil(t, optionsFromEnv(env()).policy, "PyTorch's by default")
+	o = optionsFromEnv(env("MEMREPLAY_POLICY", "lifetime"))
+	require.NoError(t, o.cfgErr)
+	require.Equal(t, "lifetime", o.policy.Name())
 }
 
 // set_memory_fraction limits the device as PyTorch's does, and a bad
@@ -308,4 +314,35 @@ func TestStickyErrorIsFatal(t *testing.T) {
 	var s map[string]int64
 	require.NoError(t, json.Unmarshal(js, &s))
 	require.EqualValues(t, 1, s["num_device_alloc"])
+}
+
+// MEMREPLAY_POLICY reaches the allocator: under stitch, two free 10 MiB
+// holes serve a 20 MiB request as one stitched range on the driver (one
+// page mapped at two addresses), and memreplay_stats_json counts it.
+func TestPolicyStitchOnTheDriver(t *testing.T) {
+	l, stderr := newTestLib(t, "", func(o *options) { o.policy = allocator.Stitch{} })
+	var ps []uintptr
+	for range 5 {
+		p, err := l.malloc(10<<20, 0, 0)
+		require.NoError(t, err)
+		ps = append(ps, p)
+	}
+	js, err := l.statsJSON(0)
+	require.NoError(t, err)
+	var st map[string]int64
+	require.NoError(t, json.Unmarshal(js, &st))
+	// Use up the mapped tail, so that 20 MiB must either grow or stitch.
+	tail, err := l.malloc(uint64(st["reserved_bytes.all.current"]-st["allocated_bytes.all.current"]), 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.free(ps[1]))
+	require.NoError(t, l.free(ps[3]))
+	p, err := l.malloc(20<<20, 0, 0)
+	require.NoError(t, err)
+	js, err = l.statsJSON(0)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(js, &st))
+	require.EqualValues(t, 1, st["num_stitches"], string(js))
+	require.NoError(t, l.free(p))
+	require.NoError(t, l.free(tail))
+	require.Empty(t, stderr.String())
 }

@@ -24,6 +24,7 @@ const (
 	envMaxEntries = "MEMREPLAY_MAX_ENTRIES" // recording ring size per device; 0: unbounded
 	envOOM        = "MEMREPLAY_OOM"         // "throw" (default) or "null"
 	envQuiet      = "MEMREPLAY_QUIET"       // "1": nothing on stderr
+	envPolicy     = "MEMREPLAY_POLICY"      // allocator policy: pytorch (default), stitch, lifetime
 )
 
 // defaultMaxEntries is the recording ring's size per device: the last
@@ -38,6 +39,7 @@ const maxDevices = 256
 type options struct {
 	cfg          config.Config
 	cfgErr       error
+	policy       allocator.Policy // nil: PyTorch's
 	record       bool
 	maxEntries   int
 	tracePath    string
@@ -87,6 +89,14 @@ func optionsFromEnv(lookup func(string) (string, bool)) options {
 		o.oomThrow = false
 	default:
 		o.cfgErr = errors.Join(o.cfgErr, fmt.Errorf("%s=%q: want throw or null", envOOM, v))
+	}
+	if v := get(envPolicy); v != "" {
+		p, err := allocator.NewPolicy(v)
+		if err != nil {
+			o.cfgErr = errors.Join(o.cfgErr, fmt.Errorf("%s: %v", envPolicy, err))
+		} else {
+			o.policy = p
+		}
 	}
 	o.quiet = get(envQuiet) == "1"
 	return o
@@ -180,7 +190,11 @@ func (l *library) open(ordinal int) *device {
 		d.rdev = newRecDevice(gpu)
 		dev = d.rdev
 	}
-	a, err := allocator.New(dev, l.opt.cfg, allocator.WithDeviceIndex(ordinal))
+	aopts := []allocator.Option{allocator.WithDeviceIndex(ordinal)}
+	if l.opt.policy != nil {
+		aopts = append(aopts, allocator.WithPolicy(l.opt.policy))
+	}
+	a, err := allocator.New(dev, l.opt.cfg, aopts...)
 	if err != nil {
 		gpu.Close()
 		d.err = err

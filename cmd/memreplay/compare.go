@@ -3,15 +3,22 @@ package main
 import (
 	"fmt"
 	"io"
+	"strings"
+
+	"github.com/memreplay/memreplay/allocator"
 
 	"github.com/memreplay/memreplay/profiler/report"
 )
 
-const compareHelp = `Usage: memreplay compare [flags] TRACE --alloc-conf CONF [--alloc-conf CONF ...]
+const compareHelp = `Usage: memreplay compare [flags] TRACE --alloc-conf CONF [--alloc-conf CONF ...] [--policy NAME ...]
 
-Replays one trace under several allocator settings and prints them side by
-side: peak reserved, waste, fragmentation, retries, OOMs and device calls.
-The first column is the trace's own settings unless --no-recorded is given.
+Replays one trace under several allocator settings and policies and prints
+them side by side: peak live and reserved, waste, fragmentation, retries,
+OOMs, device calls and the allocator's mean time per malloc. The first
+column is the trace's own settings unless --no-recorded is given. Each
+--policy adds a column replayed with that policy under the trace's
+settings, or with NAME:CONF under CONF (lifetime:expandable_segments:True);
+see 'memreplay help replay' and "Policies" in docs/allocator.md.
 --device cuda[:N] replays each setting on the real GPU instead of the
 simulated one, one after the other, freeing the GPU between them (see
 'memreplay help replay').
@@ -23,6 +30,7 @@ Examples:
       --alloc-conf garbage_collection_threshold:0.8,max_split_size_mb:128 \
       --alloc-conf expandable_segments:True
   memreplay compare snapshot.pickle --alloc-conf expandable_segments:True --html compare.html
+  memreplay compare snapshot.pickle --alloc-conf expandable_segments:True --policy stitch --policy lifetime
   memreplay compare --device cuda snapshot.pickle --alloc-conf expandable_segments:True   # on the real GPU 0, measured call time
 
 Flags:
@@ -33,6 +41,7 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	var rf replayFlags
 	rf.register(fs)
 	confs := fs.StringArray("alloc-conf", nil, "PYTORCH_CUDA_ALLOC_CONF settings to compare (repeatable)")
+	policies := fs.StringArray("policy", nil, "also compare this allocator policy, under the trace's settings, or NAME:CONF under those (repeatable): "+strings.Join(allocator.PolicyNames(), ", "))
 	noRecorded := fs.Bool("no-recorded", false, "leave out the trace's own settings")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
@@ -48,57 +57,48 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var labels []string
-	var runs []struct {
-		label string
-		conf  *string
-	}
+	var runs []policyRun
 	if !*noRecorded {
-		runs = append(runs, struct {
-			label string
-			conf  *string
-		}{"recorded settings", nil})
+		runs = append(runs, policyRun{label: "recorded settings"})
 	}
-	for i := range *confs {
-		c := (*confs)[i]
+	// Parse every setting before the first replay, so that a typo in the
+	// last one does not cost the time of the others.
+	for _, c := range *confs {
 		label := c
 		if label == "" {
 			label = "defaults"
 		}
-		runs = append(runs, struct {
-			label string
-			conf  *string
-		}{label, &c})
+		conf, err := parseAllocConf(c)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, policyRun{label: label, conf: conf})
+	}
+	for _, p := range *policies {
+		r, err := parsePolicyRun(p)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
 	}
 	if len(runs) < 2 && *noRecorded || len(runs) == 0 {
-		return usageError{fmt.Errorf("nothing to compare: give --alloc-conf at least once")}
+		return usageError{fmt.Errorf("nothing to compare: give --alloc-conf or --policy at least once")}
 	}
 	if rf.html != "" {
 		if err := canWrite("--html", rf.html); err != nil {
 			return err
 		}
 	}
-	// Parse every setting before the first replay, so that a typo in the
-	// last one does not cost the time of the others.
-	for _, r := range runs {
-		if r.conf != nil {
-			if _, err := parseAllocConf(*r.conf); err != nil {
-				return err
-			}
-		}
-	}
 	var rows []report.CompareRow
 	var page report.HTMLReport
 	for _, r := range runs {
 		opts := base
-		if r.conf != nil {
-			opts.Config, _ = parseAllocConf(*r.conf)
-		}
+		opts.Config, opts.Policy = r.conf, r.policy
+		opts.TimeMallocs = true
 		in, err := replayOnce(path, opts, &rf, stderr)
 		if err != nil {
 			return err
 		}
-		labels = append(labels, r.label)
 		rows = append(rows, report.CompareRow{Label: r.label, Result: in.Result, Profile: in.Profile})
 		in.Top = rf.sites()
 		namedTrace(in, path)

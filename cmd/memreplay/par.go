@@ -57,6 +57,8 @@ Examples:
   # recorded traces instead of the model (each file's trials are drawn at random)
   memreplay par --capacity 16GiB run1.mrt run2.pickle --alloc-conf "" \
       --alloc-conf expandable_segments:True,max_split_size_mb:128
+  # what better allocator policies buy: PyTorch's, stitch and lifetime, each under every --alloc-conf
+  memreplay par --policy pytorch --policy stitch --policy lifetime
   # Markdown for a PR or docs, and the charts as a page
   memreplay par --format markdown --html par.html > par.md
 
@@ -67,6 +69,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("par", parHelp, stderr)
 	capacity := fs.String("capacity", "24GiB", "GPU memory")
 	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", gpu.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
+	policies := fs.StringArray("policy", nil, "allocator policies to compare, each under every --alloc-conf (repeatable; default: pytorch): "+strings.Join(allocator.PolicyNames(), ", "))
 	confs := fs.StringArray("alloc-conf", nil, `allocator settings to compare, PYTORCH_CUDA_ALLOC_CONF syntax (repeatable; "" is PyTorch's defaults; default: "" and expandable_segments:True)`)
 	maxPAR := fs.Int("max-par", simpar.DefaultMaxPAR, "largest PAR to try (k = 1..max-par)")
 	mixes := fs.Int("mixes", simpar.DefaultMixes, "random mixes per PAR and setting")
@@ -136,12 +139,29 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if len(*confs) == 0 {
 		*confs = []string{"", "expandable_segments:True"}
 	}
-	for _, c := range *confs {
-		cfg, err := parseAllocConf(c)
+	if len(*policies) == 0 {
+		*policies = []string{"pytorch"}
+	}
+	for _, name := range *policies {
+		pol, err := parsePolicy(name)
 		if err != nil {
 			return err
 		}
-		o.Settings = append(o.Settings, simpar.Setting{Name: c, Config: *cfg})
+		for _, c := range *confs {
+			cfg, err := parseAllocConf(c)
+			if err != nil {
+				return err
+			}
+			s := simpar.Setting{Name: c, Config: *cfg, Policy: pol}
+			if name != "pytorch" {
+				if c == "" {
+					s.Name = "policy " + name
+				} else {
+					s.Name = c + " + policy " + name
+				}
+			}
+			o.Settings = append(o.Settings, s)
+		}
 	}
 
 	if fs.NArg() > 0 {

@@ -60,6 +60,16 @@ set to the recording GPU's memory, since both scale with the device's.
 Everything the replay allocated is freed at the end. See "On a real GPU"
 in docs/replay.md.
 
+--policy NAME replays under another allocator policy than PyTorch's
+(pytorch, the default, decides exactly as PyTorch does): stitch maps the
+free pages of several blocks behind one new range when no free block is
+large enough (it turns expandable segments on), lifetime keeps blocks it
+predicts long-lived (weights, optimizer state) in pools of their own. On a
+trace recorded after the model was loaded, another policy places the
+blocks live before the first event itself, largest first, instead of
+rebuilding PyTorch's recorded segments. See "Policies" in
+docs/allocator.md.
+
 --expect-stats FILE compares the replay's statistics at the end of the
 trace with torch.cuda.memory_stats() that the recording process saved as
 JSON (json.dump(torch.cuda.memory_stats(), f) right before
@@ -75,6 +85,7 @@ Examples:
   memreplay replay --check snapshot.pickle          # every decision as PyTorch made it?
   memreplay replay --check --format json *.pickle   # several traces, one JSON object each
   memreplay replay --alloc-conf expandable_segments:True snapshot.pickle
+  memreplay replay --policy stitch snapshot.pickle   # what GMLake's stitching would have reserved
   memreplay replay --capacity 24GiB --oom drop-trial --format json trace.mrt
   memreplay replay --pprof mem.pb.gz snapshot.pickle && go tool pprof -unit=auto -top mem.pb.gz
   memreplay replay --html report.html snapshot.pickle  # timeline, segment map, sites
@@ -177,6 +188,7 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	var rf replayFlags
 	rf.register(fs)
 	allocConf := fs.String("alloc-conf", "", "replay under these PYTORCH_CUDA_ALLOC_CONF settings instead of the trace's own")
+	policyName := fs.String("policy", "pytorch", policyUsage)
 	check := fs.Bool("check", false, "compare every decision with the recording's; exit 1 on any divergence")
 	pprofOut := fs.String("pprof", "", "write a pprof profile (gzipped protobuf) to this file")
 	failOnOOM := fs.Bool("fail-on-oom", false, "exit 1 when the replay runs out of memory")
@@ -203,6 +215,13 @@ func replayCmd(args []string, stdout, stderr io.Writer) error {
 	// recorded releases), and a divergence explains a difference.
 	run := replayRun{rf: &rf, allocConf: *allocConf, confGiven: fs.Changed("alloc-conf"), check: *check || *expectStats != "",
 		failOnOOM: *failOnOOM, pprofOut: *pprofOut}
+	if fs.Changed("policy") {
+		p, err := parsePolicy(*policyName)
+		if err != nil {
+			return err
+		}
+		run.policy = p
+	}
 	for _, o := range []struct{ flag, path string }{{"--pprof", *pprofOut}, {"--html", rf.html}} {
 		if o.path != "" {
 			if err := canWrite(o.flag, o.path); err != nil {
@@ -243,6 +262,7 @@ type replayRun struct {
 	confGiven, check, failOnOOM bool
 	pprofOut                    string
 	expectStats                 *replay.MemoryStats // --expect-stats
+	policy                      allocator.Policy    // --policy; nil: PyTorch's
 }
 
 // one replays one trace and writes its reports; ok is false when its check
@@ -256,6 +276,7 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 	}
 	opts.Check = run.check
 	opts.ExpectStats = run.expectStats
+	opts.Policy = run.policy
 	if run.confGiven {
 		if opts.Config, err = parseAllocConf(run.allocConf); err != nil {
 			return false, err
@@ -339,6 +360,9 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	label := "replaying " + path
 	if opts.Config != nil {
 		label += " under " + opts.Config.String()
+	}
+	if opts.Policy != nil {
+		label += " with policy " + opts.Policy.Name()
 	}
 	var rec *recording
 	if rf.record != "" {
@@ -434,6 +458,9 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options, dev
 	}
 	if opts.OOM != replay.OOMStop {
 		flags = append(flags, "--oom "+opts.OOM.String())
+	}
+	if opts.Policy != nil {
+		flags = append(flags, "--policy "+opts.Policy.Name())
 	}
 	if device != "" && device != "sim" {
 		flags = append(flags, "--device "+device)

@@ -10,13 +10,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/profiler/report"
 )
 
 const reportHelp = `Usage: memreplay report [flags] TRACE... -o report.html
 
-Replays each trace (under its own settings and under every --alloc-conf)
-and writes one self-contained HTML page: the timeline of live, requested
+Replays each trace (under its own settings, under every --alloc-conf and
+with every --policy; the page shows each run's policy) and writes one self-contained HTML page: the timeline of live, requested
 and reserved bytes with OOMs and retries marked (drag to zoom), the segment
 map at the peak and at each OOM (hover a block for its size and stack), the
 allocation sites by live bytes and by waste, and the settings side by side.
@@ -28,6 +29,7 @@ chart is written to DIR as a standalone SVG file (the docs' figures).
 Examples:
   memreplay report snapshot.pickle -o report.html
   memreplay report snapshot.pickle --alloc-conf expandable_segments:True -o report.html
+  memreplay report snapshot.pickle --policy stitch --policy lifetime -o policies.html
   memreplay report trial1.mrt trial2.mrt --capacity 24GiB --oom skip -o trials.html
   memreplay report snapshot.pickle -o docs/img/report.html --svg docs/img
 
@@ -45,6 +47,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	fs.BoolVar(&rf.noColor, "no-color", false, "accepted for scripts (the command prints no colour)")
 	out := fs.StringP("output", "o", "", "the HTML file to write")
 	confs := fs.StringArray("alloc-conf", nil, "also replay under these PYTORCH_CUDA_ALLOC_CONF settings (repeatable)")
+	policies := fs.StringArray("policy", nil, "also replay with this allocator policy, under each trace's settings, or NAME:CONF under those (repeatable): "+strings.Join(allocator.PolicyNames(), ", "))
 	noRecorded := fs.Bool("no-recorded", false, "leave out each trace's own settings (needs --alloc-conf)")
 	title := fs.String("title", "", "the page's title (default: memreplay report and the trace)")
 	svgDir := fs.String("svg", "", "also write each chart as an SVG file into this directory (renders in headless Chromium)")
@@ -60,14 +63,31 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	if err := canWrite("-o", *out); err != nil {
 		return err
 	}
-	if *noRecorded && len(*confs) == 0 {
-		return usageError{fmt.Errorf("--no-recorded: nothing left to replay without --alloc-conf")}
+	if *noRecorded && len(*confs) == 0 && len(*policies) == 0 {
+		return usageError{fmt.Errorf("--no-recorded: nothing left to replay without --alloc-conf or --policy")}
 	}
 	rf.format = "table"
+	var settings []policyRun
+	if !*noRecorded {
+		settings = append(settings, policyRun{label: "recorded settings"})
+	}
 	for _, c := range *confs {
-		if _, err := parseAllocConf(c); err != nil {
+		conf, err := parseAllocConf(c)
+		if err != nil {
 			return err
 		}
+		label := c
+		if label == "" {
+			label = "defaults"
+		}
+		settings = append(settings, policyRun{label: label, conf: conf})
+	}
+	for _, p := range *policies {
+		r, err := parsePolicyRun(p)
+		if err != nil {
+			return err
+		}
+		settings = append(settings, r)
 	}
 	page := report.HTMLReport{Title: *title}
 	for _, path := range fs.Args() {
@@ -77,27 +97,9 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 		}
 		base.Name = path
 		rf.samples = report.HTMLTimelineSamples
-		type setting struct {
-			label string
-			conf  *string
-		}
-		var settings []setting
-		if !*noRecorded {
-			settings = append(settings, setting{"recorded settings", nil})
-		}
-		for i := range *confs {
-			c := (*confs)[i]
-			label := c
-			if label == "" {
-				label = "defaults"
-			}
-			settings = append(settings, setting{label, &c})
-		}
 		for _, s := range settings {
 			opts := base
-			if s.conf != nil {
-				opts.Config, _ = parseAllocConf(*s.conf)
-			}
+			opts.Config, opts.Policy = s.conf, s.policy
 			in, err := replayOnce(path, opts, &rf, stderr)
 			if err != nil {
 				return err

@@ -58,6 +58,8 @@ Examples: the BERT-family study on a 24 GiB GPU, fix by fix
   # ... and PAR 2, with the pre-trial estimate pruning what cannot fit
   memreplay trials --trials 300 --par 2 --oom-corrupts 0.5 --restart-on-error \
       --alloc-conf expandable_segments:True --double-clear --reset-every 50 --estimate-prune --state par2.jsonl
+  # PAR 4 again with the stitch allocator policy instead of PyTorch's
+  memreplay trials --trials 300 --par 4 --oom-corrupts 0.5 --restart-on-error --policy stitch --state par4-stitch.jsonl
   # the three side by side
   memreplay trials --report par4.jsonl par3.jsonl par2.jsonl
   # a killed study continues where it stopped (same flags plus --resume)
@@ -77,6 +79,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	capacity := fs.String("capacity", "24GiB", "GPU memory")
 	ctxOverhead := fs.String("context-overhead", "", "CUDA context per process (default 500MiB)")
 	allocConf := fs.String("alloc-conf", "", "PYTORCH_CUDA_ALLOC_CONF of every worker")
+	policyName := fs.String("policy", "pytorch", "every worker's "+policyUsage)
 	state := fs.String("state", "", "state file (JSON Lines) written as the study goes")
 	resume := fs.Bool("resume", false, "continue the study in --state (a missing file starts it)")
 	seed := fs.Uint64("seed", 1, "the study's seed (sampler, faults)")
@@ -125,7 +128,13 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("unexpected arguments %q (state files go with --report)", fs.Args())}
 	}
 
-	o := study.Options{Sampler: *sampler, Trials: *trials, Workers: *par, Seed: *seed, AllocConf: *allocConf,
+	if _, err := parsePolicy(*policyName); err != nil {
+		return err
+	}
+	if *policyName == "pytorch" {
+		*policyName = "" // spelt as before in the state file's header
+	}
+	o := study.Options{Sampler: *sampler, Trials: *trials, Workers: *par, Seed: *seed, AllocConf: *allocConf, AllocPolicy: *policyName,
 		State: *state, Resume: *resume, Warn: trialsWarnWriter{stderr},
 		Stagger: *stagger, ComputeShare: *share, Gap: *gap, StartupCost: *startup,
 		Policy: study.Policy{PruneOnOOM: *pruneOnOOM, EmptyCache: *emptyCache, DoubleClear: *doubleClear,

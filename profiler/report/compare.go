@@ -50,6 +50,7 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		}
 		return "defaults"
 	})
+	add("policy", func(i int) string { return policyName(rows[i].Result) })
 	add("events replayed", func(i int) string {
 		r := rows[i].Result
 		if r == nil {
@@ -123,6 +124,12 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 				return fmt.Sprintf("%s (device %d)", event(e), r.OOMs[0].Device)
 			}
 			return event(e)
+		}
+		return "-"
+	})
+	add("malloc (mean wall time)", func(i int) string {
+		if ns := mallocNS(rows[i].Result); ns >= 0 {
+			return strconv.FormatFloat(ns, 'f', 0, 64) + " ns"
 		}
 		return "-"
 	})
@@ -220,11 +227,20 @@ func compareNotes(rows []CompareRow, fs []profiler.Figures) []string {
 	for i := range fs {
 		newSegments = newSegments || fs[i].DeviceMallocs > 0 || fs[i].DeviceMaps > 0
 	}
+	anyPlaced := false
+	for _, r := range rows {
+		anyPlaced = anyPlaced || r.Result != nil && r.Result.Reconstructed != nil && r.Result.Reconstructed.Placed
+	}
 	for _, r := range rows {
 		if r.Result == nil {
 			continue
 		}
-		if n := pinnedNote(r.Result); n != "" {
+		if rc := r.Result.Reconstructed; rc != nil && rc.Placed {
+			addNote(fmt.Sprintf("%s: the %d blocks live before the first event (%s) were placed by the %s policy as one batch, "+
+				"largest first, not in their recorded segments", r.Label, rc.LiveBlocks, size(rc.LiveBytes), policyName(r.Result)))
+			continue
+		}
+		if n := pinnedNote(r.Result, anyPlaced); n != "" {
 			addNote(n)
 			if !newSegments {
 				addNote("no column created a segment (cudaMalloc and cuMemMap 0): every later allocation fit in the recorded " +
@@ -260,20 +276,31 @@ func compareNotes(rows []CompareRow, fs []profiler.Figures) []string {
 // program had allocated), that every replay starts from the state the
 // recording found, whatever its settings: the blocks alive then stay in
 // the segments they were recorded in until the trace frees them.
-func pinnedNote(res *replay.Result) string {
+//
+// When another policy placed those blocks itself in some column, the note
+// speaks of the PyTorch-policy columns only.
+func pinnedNote(res *replay.Result, othersPlaced bool) string {
 	rc := res.Reconstructed
-	if rc == nil || rc.Segments == 0 {
+	if rc == nil || rc.Segments == 0 || rc.Placed {
 		return ""
 	}
+	columns := "every column starts"
+	if othersPlaced {
+		columns = "every pytorch-policy column starts"
+	}
 	return fmt.Sprintf("partial trace: the recording started with %d segments (%s) holding %d live blocks (%s); "+
-		"every column starts from them as recorded, the blocks alive at the start pinned in their recorded segments, "+
+		columns+" from them as recorded, the blocks alive at the start pinned in their recorded segments, "+
 		"so a setting changes only the segments made after the first event",
 		rc.Segments, size(rc.SegmentBytes), rc.LiveBlocks, size(rc.LiveBytes))
 }
 
 type jsonCompareRow struct {
-	Label         string            `json:"label"`
-	Config        string            `json:"config"`
+	Label  string `json:"label"`
+	Config string `json:"config"`
+	Policy string `json:"policy"`
+	// MallocNS is the mean wall time of a malloc in the allocator, null
+	// when not timed.
+	MallocNS      *float64          `json:"malloc_ns"`
 	Events        int64             `json:"events"`
 	Stopped       bool              `json:"stopped"`
 	Fragmentation jsonFragmentation `json:"fragmentation"`
@@ -319,7 +346,7 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 	}
 	for i, r := range rows {
 		f := &fs[i]
-		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result),
+		jr := jsonCompareRow{Label: r.Label, Config: configString(r.Result), Policy: policyName(r.Result),
 			Fragmentation: fragmentationJSON(f), Stats: summedStats(r.Result),
 			DeviceCalls: callsSummary(f), Devices: []jsonCompareDevice{}, Notes: notes}
 		if r.Result != nil {
@@ -331,11 +358,14 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 			}
 			if rc := r.Result.Reconstructed; rc != nil {
 				jr.Reconstructed = reconstructionJSON(rc)
-				jr.InitialBlocksPinned = rc.Segments > 0
+				jr.InitialBlocksPinned = rc.Segments > 0 && !rc.Placed
 			}
 		}
 		if e := firstOOM(r.Result); e >= 0 {
 			jr.FirstOOMEvent = &e
+		}
+		if ns := mallocNS(r.Result); ns >= 0 {
+			jr.MallocNS = &ns
 		}
 		out = append(out, jr)
 	}

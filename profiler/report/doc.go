@@ -25,7 +25,8 @@
 //     "stranded_bytes_at_peak" and more, over all devices (profiler's
 //     Total).
 //   - "events", "config" (the PYTORCH_CUDA_ALLOC_CONF string replayed, ""
-//     for the defaults), "capacity" (the first device's bytes), "check"
+//     for the defaults), "policy" (the allocator policy: "pytorch" unless
+//     replay --policy chose another), "capacity" (the first device's bytes), "check"
 //     (only when the replay checked decisions: "decisions_expected",
 //     "decisions_matched", "first_divergence" null or {"event", "device",
 //     "expected", "actual"}, "final_segments_match" true, false or null),

@@ -369,6 +369,31 @@ func configString(res *replay.Result) string {
 	return res.Config.String()
 }
 
+// policyName is the replay's allocator policy; "pytorch" for a result
+// that names none.
+func policyName(res *replay.Result) string {
+	if res == nil || res.Policy == "" {
+		return "pytorch"
+	}
+	return res.Policy
+}
+
+// mallocNS is the mean wall time of the replay's mallocs in the allocator,
+// -1 when they were not timed.
+func mallocNS(res *replay.Result) float64 {
+	var n, ns int64
+	if res != nil {
+		for _, d := range res.Devices {
+			n += d.Mallocs
+			ns += d.MallocNS
+		}
+	}
+	if n == 0 {
+		return -1
+	}
+	return float64(ns) / float64(n)
+}
+
 func configLabel(res *replay.Result) string {
 	s := configString(res)
 	if s == "" {

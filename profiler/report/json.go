@@ -19,6 +19,7 @@ type jsonReport struct {
 	Events         int64               `json:"events"`
 	Config         string              `json:"config"`
 	ConfigSource   string              `json:"config_source"`
+	Policy         string              `json:"policy"`
 	Capacity       uint64              `json:"capacity"`
 	CapacitySource string              `json:"capacity_source"`
 	Stopped        bool                `json:"stopped"`
@@ -282,6 +283,7 @@ func buildJSON(in *Input) *jsonReport {
 	if res != nil {
 		r.Events = res.Events
 		r.Config, r.ConfigSource = res.Config.String(), res.ConfigSource
+		r.Policy = policyName(res)
 		r.Capacity, r.CapacitySource = capacity(res)
 		r.Stopped, r.Skipped = res.Stopped, res.Skipped
 		if res.Stopped {

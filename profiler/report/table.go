@@ -120,6 +120,7 @@ func figuresSection(in *Input) section {
 		}
 		global("events", ev)
 		global("config", configLabel(res))
+		global("policy", policyName(res))
 		if n := deviceNames(res); n != "" {
 			global("device", n)
 		}

@@ -10,11 +10,11 @@ import (
 // vmmState is a process's virtual memory management state: address
 // reservations, physical pages, and which page backs which granule.
 //
-// The simulator is stricter than the driver in two places, both to catch
-// allocator bugs: a page may be mapped at one place only (CUDA allows
-// aliases; PyTorch never makes them), and a page must be unmapped before it
-// is released (CUDA defers the release instead; PyTorch always unmaps
-// first).
+// A page may be mapped at several places at once, as the driver allows:
+// the stitch policy maps free pages of expandable segments again behind a
+// new range. The simulator is stricter than the driver in one place, to
+// catch allocator bugs: a page must be unmapped everywhere before it is
+// released (CUDA defers the release instead; PyTorch always unmaps first).
 type vmmState struct {
 	reservations []span // sorted by address
 	pages        map[allocator.PageHandle]*page
@@ -27,9 +27,18 @@ type vmmState struct {
 
 // page is one cuMemCreate allocation.
 type page struct {
-	size   uint64
-	mapped bool
-	addr   uint64 // where it is mapped, when mapped
+	size uint64
+	maps []uint64 // the addresses it is mapped at
+}
+
+// mappingAt returns the address of the mapping of pg that covers a.
+func (pg *page) mappingAt(a uint64) uint64 {
+	for _, m := range pg.maps {
+		if a >= m && a-m < pg.size {
+			return m
+		}
+	}
+	return 0
 }
 
 func newVMMState() vmmState {
@@ -181,9 +190,6 @@ func (p *Process) mapPage(addr uint64, h allocator.PageHandle) error {
 	if !ok {
 		return deviceError(CallMap, errInvalidHandle, "page handle %d is not a page of process %d", h, p.id)
 	}
-	if pg.mapped {
-		return invalid(CallMap, "page %d is already mapped at %#x", h, pg.addr)
-	}
 	if err := p.checkRange(CallMap, addr, pg.size); err != nil {
 		return err
 	}
@@ -199,7 +205,7 @@ func (p *Process) mapPage(addr uint64, h allocator.PageHandle) error {
 	for a := addr; a < addr+pg.size; a += g {
 		p.vmm.mapped[a] = h
 	}
-	pg.mapped, pg.addr = true, addr
+	pg.maps = append(pg.maps, addr)
 	return nil
 }
 
@@ -252,21 +258,28 @@ func (p *Process) unmap(addr, size uint64) error {
 		return err
 	}
 	end := addr + size
-	var hs []allocator.PageHandle
+	type mapping struct {
+		h  allocator.PageHandle
+		at uint64
+	}
+	var ms []mapping
 	for a := addr; a < end; a += p.gpu.granularity {
 		h := p.vmm.mapped[a]
-		if pg := p.vmm.pages[h]; pg.addr < addr || pg.addr+pg.size > end {
-			return invalid(CallUnmap, "%#x+%d cuts the mapping of page %d at %#x+%d", addr, size, h, pg.addr, pg.size)
+		pg := p.vmm.pages[h]
+		at := pg.mappingAt(a)
+		if at < addr || at+pg.size > end {
+			return invalid(CallUnmap, "%#x+%d cuts the mapping of page %d at %#x+%d", addr, size, h, at, pg.size)
 		}
-		if len(hs) == 0 || hs[len(hs)-1] != h {
-			hs = append(hs, h)
+		if len(ms) == 0 || ms[len(ms)-1] != (mapping{h, at}) {
+			ms = append(ms, mapping{h, at})
 		}
 	}
 	for a := addr; a < end; a += p.gpu.granularity {
 		delete(p.vmm.mapped, a)
 	}
-	for _, h := range hs {
-		p.vmm.pages[h].mapped = false
+	for _, m := range ms {
+		pg := p.vmm.pages[m.h]
+		pg.maps = slices.DeleteFunc(pg.maps, func(at uint64) bool { return at == m.at })
 	}
 	return nil
 }
@@ -287,8 +300,8 @@ func (p *Process) release(h allocator.PageHandle) error {
 	if !ok {
 		return deviceError(CallRelease, errInvalidHandle, "page handle %d is not a page of process %d", h, p.id)
 	}
-	if pg.mapped {
-		return invalid(CallRelease, "page %d is still mapped at %#x", h, pg.addr)
+	if len(pg.maps) > 0 {
+		return invalid(CallRelease, "page %d is still mapped at %#x", h, pg.maps[0])
 	}
 	delete(p.vmm.pages, h)
 	p.gpu.drop(p, pg.size)

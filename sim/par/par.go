@@ -71,6 +71,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
@@ -92,6 +93,8 @@ type Trial struct {
 type Setting struct {
 	Name   string // as the user wrote it (PYTORCH_CUDA_ALLOC_CONF syntax)
 	Config config.Config
+	// Policy is the allocator policy; nil: PyTorch's.
+	Policy allocator.Policy
 }
 
 // Defaults of Options.

@@ -98,12 +98,13 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 	pol.RestartOnStickyError = true
 	cfg := s.Config
 	sum, err := workers.Run(workers.Options{
-		GPU:     gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
-		Alloc:   &cfg,
-		Workers: k,
-		Stagger: mx.stagger,
-		Policy:  pol,
-		Compute: workers.Compute{Share: o.Share},
+		GPU:         gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		Alloc:       &cfg,
+		AllocPolicy: s.Policy,
+		Workers:     k,
+		Stagger:     mx.stagger,
+		Policy:      pol,
+		Compute:     workers.Compute{Share: o.Share},
 		Next: func(w int, now time.Duration) (workers.Task, bool) {
 			i := pos[w]
 			if i >= len(mx.trials[w]) || (i >= T && countedLeft == 0) {
@@ -192,9 +193,10 @@ func runSolo(o *Options, s *Setting, t Trial) (solo, error) {
 	given := false
 	cfg := s.Config
 	_, err := workers.Run(workers.Options{
-		GPU:     gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
-		Alloc:   &cfg,
-		Workers: 1,
+		GPU:         gpu.Options{Name: "par", Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Costs: o.Costs},
+		Alloc:       &cfg,
+		AllocPolicy: s.Policy,
+		Workers:     1,
 		Next: func(int, time.Duration) (workers.Task, bool) {
 			if given {
 				return workers.Task{}, false

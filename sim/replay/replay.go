@@ -56,6 +56,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"time"
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
@@ -98,6 +99,13 @@ type Options struct {
 	ExpectStats *MemoryStats
 	// InvariantChecks verifies the allocator after every operation (tests).
 	InvariantChecks bool
+	// Policy replaces PyTorch's policy (allocator.NewPolicy). Under another
+	// policy, a partial trace's live blocks are placed by the policy
+	// (PlaceInitial) rather than rebuilt in the recorded segments.
+	Policy allocator.Policy
+	// TimeMallocs measures the wall time of the allocator's mallocs
+	// (DeviceResult.MallocNS).
+	TimeMallocs bool
 	// NewProcess, when set, makes the device each traced device replays on
 	// (package realgpu's Backend.NewProcess: the real GPU); nil replays on
 	// a simulated GPU of the capacity above. Whoever made the processes
@@ -134,6 +142,10 @@ func Run(r trace.Reader, opts Options) (*Result, error) {
 	}
 	if rp.opts.Name == "" {
 		rp.opts.Name = h.SourceFile
+	}
+	rp.res.Policy = allocator.PyTorch{}.Name()
+	if opts.Policy != nil {
+		rp.res.Policy = opts.Policy.Name()
 	}
 	rp.inputs, _ = opts.Recorder.(inputRecorder)
 	if err := rp.setup(); err != nil {
@@ -248,9 +260,18 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	if rp.opts.InvariantChecks {
 		aopts = append(aopts, allocator.WithInvariantChecks())
 	}
+	if rp.opts.Policy != nil {
+		aopts = append(aopts, allocator.WithPolicy(rp.opts.Policy))
+	}
 	a, err := allocator.New(d.dev, rp.cfg, aopts...)
 	if err != nil {
 		return nil, fmt.Errorf("replay: device %d: %w", i, err)
+	}
+	// A policy may change the settings (stitch turns expandable segments
+	// on): the result shows those in force.
+	if c := a.Config(); c.ExpandableSegments != rp.res.Config.ExpandableSegments {
+		rp.res.Config = c
+		rp.res.ConfigSource += ", expandable segments by the " + rp.opts.Policy.Name() + " policy"
 	}
 	d.a = a
 	a.AddObserver(d.observe)
@@ -268,6 +289,18 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		rp.opts.Recorder.Restored(i)
 	}
 	return d, nil
+}
+
+// malloc is the allocator's Malloc, timed under Options.TimeMallocs.
+func (d *devState) malloc(size uint64, s allocator.Stream) (*allocator.Block, error) {
+	if !d.rp.opts.TimeMallocs {
+		return d.a.Malloc(size, s)
+	}
+	start := time.Now()
+	b, err := d.a.Malloc(size, s)
+	d.mallocNS += time.Since(start).Nanoseconds()
+	d.mallocs++
+	return b, err
 }
 
 func (rp *replayer) capacity(i int32) (uint64, string) {
@@ -421,6 +454,7 @@ func (rp *replayer) finish() error {
 		rp.res.Devices = append(rp.res.Devices, DeviceResult{
 			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, Name: d.name,
 			Stats: d.a.Stats(), Counters: d.counters(), TimeMeasured: d.measured, Final: snap,
+			Mallocs: d.mallocs, MallocNS: d.mallocNS,
 		})
 		if rp.check != nil && hasFinal {
 			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
@@ -469,6 +503,8 @@ type devState struct {
 	name           string       // the device's name (Describer); "" when simulated
 	measured       bool         // the process measures its calls' time
 	baseline       gpu.Counters // device calls of the restore, not the trace's
+
+	mallocs, mallocNS int64 // Options.TimeMallocs
 
 	live   map[uint64]liveBlock
 	failed map[uint64]struct{} // addresses whose alloc the replay skipped (OOMSkip)
@@ -805,7 +841,7 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 	if prev, dup := d.live[e.Addr]; dup {
 		return false, d.rp.bad(idx, fmt.Sprintf("alloc at %#x, which is live since event %d", e.Addr, prev.at))
 	}
-	b, err := d.a.Malloc(e.Size, allocator.Stream(e.Stream))
+	b, err := d.malloc(e.Size, allocator.Stream(e.Stream))
 	if err != nil {
 		var oom *allocator.OutOfMemoryError
 		if !errors.As(err, &oom) {

@@ -51,7 +51,9 @@ type Result struct {
 	// where it came from ("trace", "override", "default").
 	Config       config.Config
 	ConfigSource string
-	Devices      []DeviceResult
+	// Policy is the allocator policy's name ("pytorch" by default).
+	Policy  string
+	Devices []DeviceResult
 	// OOMs lists the replay's out-of-memory failures in order.
 	OOMs []OOM
 	// Stopped is set when the OOM policy ended the replay at event
@@ -89,6 +91,9 @@ type DeviceResult struct {
 	// not modelled by the simulator's cost model.
 	TimeMeasured bool
 	Final        allocator.Snapshot
+	// Mallocs and MallocNS are the trace's mallocs and their wall time in
+	// the allocator, with Options.TimeMallocs (0 otherwise).
+	Mallocs, MallocNS int64
 }
 
 // OOM is one failed allocation of the replay.
@@ -143,5 +148,9 @@ type Reconstruction struct {
 	LiveBytes     uint64
 	Unresolved    int // frees of blocks outside any known segment (skipped)
 	InferredSizes int // live blocks whose size was inferred from their requested size
-	Notes         []string
+	// Placed says that a policy other than PyTorch's placed the live
+	// blocks itself, largest first, instead of the recorded segments
+	// being rebuilt.
+	Placed bool
+	Notes  []string
 }

@@ -25,6 +25,9 @@ func (d *devState) restore() error {
 	if len(segs) == 0 {
 		return nil
 	}
+	if pol := d.rp.opts.Policy; pol != nil && pol.Name() != (allocator.PyTorch{}).Name() {
+		return d.placeInitial(segs)
+	}
 	cfg := d.rp.cfg
 	if cfg.ExpandableSegments {
 		plain := cfg

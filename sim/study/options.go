@@ -22,6 +22,7 @@ type OptionsJSON struct {
 	Capacity        uint64  `json:"capacity"`
 	ContextOverhead uint64  `json:"context_overhead"`
 	AllocConf       string  `json:"alloc_conf"`
+	AllocPolicy     string  `json:"alloc_policy,omitempty"` // "" is PyTorch's
 	PruneOnOOM      bool    `json:"prune_on_oom"`
 	EmptyCache      bool    `json:"empty_cache"`
 	DoubleClear     bool    `json:"double_clear"`
@@ -47,7 +48,7 @@ func (o Options) JSON() OptionsJSON {
 		sampler = RandomSampler
 	}
 	return OptionsJSON{Space: o.Space, Sampler: sampler, Trials: o.Trials, Workers: o.Workers, Seed: o.Seed,
-		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, AllocConf: o.AllocConf,
+		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, AllocConf: o.AllocConf, AllocPolicy: o.AllocPolicy,
 		PruneOnOOM: p.PruneOnOOM, EmptyCache: p.EmptyCache, DoubleClear: p.DoubleClear, ResetEvery: p.ResetEvery,
 		EstimatePrune: p.EstimatePrune, EstimateMargin: p.EstimateMargin, EstimateBy: estimateBy(p.EstimateBy), RestartOnError: p.RestartOnError,
 		MaxFailures: p.MaxFailures, OOMCorrupts: p.OOMCorrupts, FaultRate: p.FaultRate,

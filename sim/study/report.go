@@ -84,6 +84,9 @@ func PolicyLabel(o OptionsJSON) string {
 	} else {
 		p = append(p, o.AllocConf)
 	}
+	if o.AllocPolicy != "" && o.AllocPolicy != "pytorch" {
+		p = append(p, "policy "+o.AllocPolicy)
+	}
 	if o.PruneOnOOM {
 		p = append(p, "prune-on-oom")
 	} else {

@@ -100,6 +100,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/estimate"
 	"github.com/memreplay/memreplay/sim/gpu"
@@ -163,7 +164,10 @@ type Options struct {
 	Capacity, ContextOverhead uint64
 	// AllocConf is PYTORCH_CUDA_ALLOC_CONF for every worker.
 	AllocConf string
-	Policy    Policy
+	// AllocPolicy is every worker's allocator policy (allocator.NewPolicy);
+	// "" is PyTorch's.
+	AllocPolicy string
+	Policy      Policy
 	// Stagger starts worker i at i*Stagger.
 	Stagger time.Duration
 	// ComputeShare is workers.Compute.Share (0: 1, trials time-slice).
@@ -204,6 +208,7 @@ const (
 type study struct {
 	o        Options
 	cfg      config.Config
+	pol      allocator.Policy
 	planned  int
 	grid     []trial.Spec
 	perm     []int
@@ -243,7 +248,7 @@ func Run(o Options) (*Result, error) {
 		onOOM = workers.PruneOnOOM
 	}
 	sum, err := workers.Run(workers.Options{
-		GPU: gpu, Alloc: &s.cfg, Workers: o.Workers, Stagger: stagger,
+		GPU: gpu, Alloc: &s.cfg, AllocPolicy: s.pol, Workers: o.Workers, Stagger: stagger,
 		Policy: workers.Policy{
 			OnOOM: onOOM, EmptyCacheBetweenTrials: o.Policy.EmptyCache, DoubleClear: o.Policy.DoubleClear,
 			ResetEvery: o.Policy.ResetEvery, RestartOnStickyError: o.Policy.RestartOnError,
@@ -302,7 +307,11 @@ func newStudy(o Options) (*study, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alloc-conf %q: %v", o.AllocConf, err)
 	}
-	s := &study{o: o, cfg: cfg, done: map[int]bool{}, cause: map[int]string{}}
+	pol, err := allocator.NewPolicy(o.AllocPolicy)
+	if err != nil {
+		return nil, err
+	}
+	s := &study{o: o, cfg: cfg, pol: pol, done: map[int]bool{}, cause: map[int]string{}}
 	switch o.Sampler {
 	case "", RandomSampler:
 		if o.Trials < 1 {

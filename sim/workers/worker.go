@@ -154,7 +154,11 @@ func (w *worker) spawn() error {
 	w.r.procs++
 	w.r.observe()
 	m := &meter{p: p}
-	a, err := allocator.New(m, w.r.cfg)
+	var opts []allocator.Option
+	if p := w.r.o.AllocPolicy; p != nil {
+		opts = append(opts, allocator.WithPolicy(p))
+	}
+	a, err := allocator.New(m, w.r.cfg, opts...)
 	if err != nil {
 		p.Close()
 		w.r.procs--

@@ -79,6 +79,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/trace"
@@ -149,11 +150,13 @@ type Compute struct {
 
 // Options configure a run.
 type Options struct {
-	GPU     gpu.Options     // the shared device (capacity, context overhead, costs)
-	Alloc   *config.Config  // every worker's allocator setting; nil: PyTorch's defaults
-	Workers int             // at least 1
-	Stagger []time.Duration // start offset of each worker (missing entries: 0)
-	Policy  Policy
+	GPU   gpu.Options    // the shared device (capacity, context overhead, costs)
+	Alloc *config.Config // every worker's allocator setting; nil: PyTorch's defaults
+	// AllocPolicy is every worker's allocator policy; nil: PyTorch's.
+	AllocPolicy allocator.Policy
+	Workers     int             // at least 1
+	Stagger     []time.Duration // start offset of each worker (missing entries: 0)
+	Policy      Policy
 	// Next hands worker w its next task at simulated time now; ok=false: w stops.
 	Next func(w int, now time.Duration) (t Task, ok bool)
 	// Done is called once per task, in simulated-time order of task ends; an

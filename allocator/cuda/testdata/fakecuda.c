@@ -30,8 +30,10 @@
  *     cuCtxSynchronize and cuMemFree_v2 (everything).
  *
  * Like sim it is stricter than the driver where that catches allocator
- * bugs: a page maps at one place only, a page must be unmapped before it is
- * released, cuMemAddressFree refuses a reservation with pages mapped.
+ * bugs: a page must be unmapped everywhere before it is released,
+ * cuMemAddressFree refuses a reservation with pages mapped. A page may be
+ * mapped at several addresses at once, as the driver allows (the stitch
+ * policy does it).
  *
  * Test controls, all "long long f(const char *s, long long a, long long b,
  * long long c)" (called through dlsym; uncounted):
@@ -116,9 +118,14 @@ typedef struct { uint64_t lo, hi; } span;
 typedef struct { uint64_t addr, extent, phys; } allocation;
 
 typedef struct {
-	int live, fd, mapped;
-	uint64_t size, addr;
+	int live, fd, maps; /* maps: how many mappings it has */
+	uint64_t size;
 } page;
+
+typedef struct {
+	uint64_t addr, size;
+	size_t page; /* the handle */
+} mapping;
 
 typedef struct {
 	int live, recorded, done;
@@ -142,6 +149,7 @@ static VEC(span) vfree;        /* free address ranges of the arena, sorted */
 static VEC(allocation) allocs; /* cuMemAlloc_v2 segments */
 static VEC(span) reservations; /* cuMemAddressReserve ranges */
 static VEC(page) pages;        /* handle h is pages.v[h-1] */
+static VEC(mapping) mappings;  /* cuMemMap'd ranges */
 static VEC(event) events;      /* CUevent e is events.v[e-1] */
 static VEC(fault) faults;
 static long long counts[F_COUNT], fails[F_COUNT];
@@ -315,13 +323,13 @@ static CUresult leave(CUresult rc) {
 static void drop_all(void) {
 	for (size_t i = 0; i < allocs.n; i++)
 		protect_none(allocs.v[i].addr, allocs.v[i].extent);
+	for (size_t i = 0; i < mappings.n; i++)
+		protect_none(mappings.v[i].addr, mappings.v[i].size);
 	for (size_t i = 0; i < pages.n; i++) {
-		if (pages.v[i].live && pages.v[i].mapped)
-			protect_none(pages.v[i].addr, pages.v[i].size);
 		if (pages.v[i].live)
 			close(pages.v[i].fd);
 	}
-	allocs.n = reservations.n = pages.n = events.n = faults.n = 0;
+	allocs.n = reservations.n = pages.n = events.n = faults.n = mappings.n = 0;
 	vfree.n = 0;
 	if (arena != 0) {
 		span s = {arena, arena + arena_size};
@@ -636,9 +644,9 @@ EXPORT CUresult cuMemAddressReserve(CUdeviceptr *p, size_t size, size_t alignmen
 
 /* mapped_in reports whether a page is mapped anywhere in [lo, hi). */
 static int mapped_in(uint64_t lo, uint64_t hi) {
-	for (size_t i = 0; i < pages.n; i++) {
-		page *pg = &pages.v[i];
-		if (pg->live && pg->mapped && pg->addr < hi && lo < pg->addr + pg->size)
+	for (size_t i = 0; i < mappings.n; i++) {
+		mapping *m = &mappings.v[i];
+		if (m->addr < hi && lo < m->addr + m->size)
 			return 1;
 	}
 	return 0;
@@ -672,7 +680,7 @@ EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *h, size_t size, const 
 		close(fd);
 		return leave(CUDA_ERROR_OUT_OF_MEMORY);
 	}
-	page pg = {1, fd, 0, size, 0};
+	page pg = {1, fd, 0, size};
 	if (PUSH(pages, pg) != 0) {
 		close(fd);
 		return leave(CUDA_ERROR_OUT_OF_MEMORY);
@@ -700,14 +708,18 @@ EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGeneric
 	page *pg = lookup_page(h);
 	if (pg == NULL)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
-	if (offset != 0 || flags != 0 || size != pg->size || !aligned_range(p, size) || pg->mapped ||
+	if (offset != 0 || flags != 0 || size != pg->size || !aligned_range(p, size) ||
 	    !inside_reservation(p, p + size) || mapped_in(p, p + size))
 		return leave(CUDA_ERROR_INVALID_VALUE);
-	void *m = mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, pg->fd, 0);
-	if (m == MAP_FAILED)
+	mapping mp = {p, size, h};
+	if (PUSH(mappings, mp) != 0)
 		return leave(CUDA_ERROR_OUT_OF_MEMORY);
-	pg->mapped = 1;
-	pg->addr = p;
+	void *m = mmap((void *)(uintptr_t)p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, pg->fd, 0);
+	if (m == MAP_FAILED) {
+		mappings.n--;
+		return leave(CUDA_ERROR_OUT_OF_MEMORY);
+	}
+	pg->maps++;
 	return leave(CUDA_SUCCESS);
 }
 
@@ -716,10 +728,10 @@ EXPORT CUresult cuMemMap(CUdeviceptr p, size_t size, size_t offset, CUmemGeneric
 static int covered(uint64_t lo, uint64_t hi, int whole) {
 	for (uint64_t a = lo; a < hi; a += granularity) {
 		int found = 0;
-		for (size_t i = 0; i < pages.n && !found; i++) {
-			page *pg = &pages.v[i];
-			if (pg->live && pg->mapped && pg->addr <= a && a < pg->addr + pg->size) {
-				if (whole && (pg->addr < lo || pg->addr + pg->size > hi))
+		for (size_t i = 0; i < mappings.n && !found; i++) {
+			mapping *m = &mappings.v[i];
+			if (m->addr <= a && a < m->addr + m->size) {
+				if (whole && (m->addr < lo || m->addr + m->size > hi))
 					return 0;
 				found = 1;
 			}
@@ -756,10 +768,14 @@ EXPORT CUresult cuMemUnmap(CUdeviceptr p, size_t size) {
 	if (!aligned_range(p, size) || !covered(p, p + size, 1))
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	protect_none(p, size);
-	for (size_t i = 0; i < pages.n; i++) {
-		page *pg = &pages.v[i];
-		if (pg->live && pg->mapped && pg->addr >= p && pg->addr < p + size)
-			pg->mapped = 0;
+	for (size_t i = 0; i < mappings.n;) {
+		mapping *m = &mappings.v[i];
+		if (m->addr >= p && m->addr < p + size) {
+			pages.v[m->page - 1].maps--;
+			DEL(mappings, i);
+			continue;
+		}
+		i++;
 	}
 	return leave(CUDA_SUCCESS);
 }
@@ -769,7 +785,7 @@ EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle h) {
 	page *pg = lookup_page(h);
 	if (pg == NULL)
 		return leave(CUDA_ERROR_INVALID_HANDLE);
-	if (pg->mapped)
+	if (pg->maps > 0)
 		return leave(CUDA_ERROR_INVALID_VALUE);
 	close(pg->fd);
 	pg->live = 0;

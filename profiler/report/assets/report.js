@@ -609,6 +609,7 @@
     var rows = [
       ['events', function (r) { return String(r.report.events) + (r.report.stopped ? ' (stopped at ' + r.report.stopped_at + ')' : ''); }],
       ['config', function (r) { return r.report.config || 'defaults'; }],
+      ['policy', function (r) { return r.report.policy || 'pytorch'; }],
       ['capacity', function (r) {
         // As the terminal table says it (table.go).
         if (r.report.capacity_source === 'unknown') return 'not limited (the trace records none; --capacity sets one)';
