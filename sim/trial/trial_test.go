@@ -74,6 +74,10 @@ func specs(t testing.TB) []Spec {
 		{Model: dv, Batch: 2, SeqLen: 64, Steps: 2, GradAccum: 3},
 		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Precision: BF16, GradientCheckpointing: true},
 		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Attention: SDPA},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 3, Precision: BF16, Attention: Manual, KeepGrads: true, Optimizer: AdamWLoop},
+		{Model: bb, Batch: 4, SeqLen: 64, Steps: 2, Precision: FP16, Attention: Manual, GradAccum: 2, KeepGrads: true},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Precision: FP16, Compile: true, Attention: Manual, EvalEvery: 1},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Compile: true, Attention: SDPA, KeepGrads: true, DynamicPadding: true},
 	}
 }
 
@@ -362,6 +366,9 @@ func TestValidate(t *testing.T) {
 		{func(s *Spec) { s.Model.Layers = 0 }, "layers must be positive"},
 		{func(s *Spec) { s.Model.Arch = "rnn" }, `unknown arch "rnn"`},
 		{func(s *Spec) { s.Model = model(t, "deberta-v3-base"); s.Attention = SDPA }, "no sdpa attention"},
+		{func(s *Spec) { s.Model = model(t, "deberta-v3-base"); s.Attention = Manual }, "no manual attention"},
+		{func(s *Spec) { s.Compile = true }, "compile is modelled for decoder-lm only"},
+		{func(s *Spec) { s.Model = cs336Small; s.Compile, s.GradientCheckpointing = true, true }, "compile with gradient checkpointing"},
 		{func(s *Spec) { s.Model.Vocab = 1 << 23 }, "out of range"},
 		{func(s *Spec) { s.Batch = 60000; s.Model.MaxPositions = 0; s.SeqLen = 100000 }, "too large"},
 	} {
@@ -380,6 +387,10 @@ func TestString(t *testing.T) {
 	assert.Equal(t, "bert-base b32 s128 fp16", s.String())
 	s.GradAccum, s.GradientCheckpointing, s.Optimizer = 4, true, SGD
 	assert.Equal(t, "bert-base b32 s128 fp16 ga4 ckpt sgd", s.String())
+	s.Attention, s.KeepGrads = Manual, true
+	assert.Equal(t, "bert-base b32 s128 fp16 ga4 ckpt sgd manual keepgrads", s.String())
+	d := Spec{Model: cs336Small, Batch: 4, SeqLen: 128, Compile: true}
+	assert.Equal(t, "cs336-small b4 s128 fp32 compile", d.String())
 	assert.Equal(t, "custom-L2-H64 b1 s8 fp32", Spec{Model: Model{Layers: 2, Hidden: 64}, Batch: 1, SeqLen: 8}.String())
 }
 
