@@ -201,3 +201,32 @@ func TestCompileLowersPeakAndDropsAutocastCache(t *testing.T) {
 	assert.Zero(t, at.sizes[w], "compiled: no cached 16-bit q/k/v/o weights")
 	assert.Equal(t, 4*cs336Small.Layers, ea.sizes[w], "eager: 4 cached 16-bit H x H weights per layer")
 }
+
+// The estimate's documented 20% bound holds for the program switches too,
+// on decoder LMs of the CS336 shapes.
+func TestEstimateWithinBoundWithSwitches(t *testing.T) {
+	lm := cs336Small
+	lm.MaxPositions = 512
+	var worst float64
+	for _, b := range []int{4, 16} {
+		for _, sl := range []int{128, 512} {
+			for _, v := range []func(*Spec){
+				func(s *Spec) { s.Attention = Manual },
+				func(s *Spec) { s.Attention = Manual; s.Precision = BF16 },
+				func(s *Spec) { s.KeepGrads = true },
+				func(s *Spec) { s.Attention, s.KeepGrads = Manual, true },
+				func(s *Spec) { s.Compile = true },
+				func(s *Spec) { s.Compile, s.Precision = true, BF16 },
+			} {
+				s := Spec{Model: lm, Batch: b, SeqLen: sl, Steps: 2, EvalBatches: 1}
+				v(&s)
+				peak, e := peakOf(t, s), s.Estimate()
+				gap := float64(e.PeakBytes)/float64(peak) - 1
+				worst = max(worst, gap, -gap)
+				t.Logf("%-45s peak %6.0f MiB estimate %6.0f MiB %+6.1f%%", s, mib(peak), mib(e.PeakBytes), 100*gap)
+				assert.InDelta(t, 0, gap, tolEstimate, "%s", s)
+			}
+		}
+	}
+	t.Logf("worst |estimate/peak - 1| = %.3f", worst)
+}

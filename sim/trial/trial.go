@@ -48,6 +48,12 @@
 //     logits are gathered with torch.cat across batches (a growing buffer).
 //   - teardown: optimizer state, then weights, freed; trial_end.
 //
+// Three switches say how the program is written: Attention "manual"
+// (softmax and masking in separate tensor ops, layers_manual.go), KeepGrads
+// (gradients not freed by zero_grad) and Compile (torch.compile of a
+// decoder LM, compile.go). docs/trial-model.md tabulates every switch's
+// memory effect.
+//
 // Sizes are element counts times dtype bytes, as PyTorch requests them;
 // rounding is the allocator's business. Addresses are fake but unique for
 // the trial (never reused), so a free names its allocation.
