@@ -51,7 +51,14 @@ func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
 	ex := g.opSaveOut(l, "attention.softmax.exp", BA*SS, shf.bytes, shf)
 	g.drop(shf)
 	sm := g.op(l, "attention.softmax.sum", BAS, ex.bytes, []*tensor{ex}, 0)
-	pr := g.op(l, "attention.probs", BA*SS, ex.bytes, []*tensor{ex, sm}, 0, ex, sm)
+	// The division's backward (derivatives.yaml, div.Tensor) computes the
+	// row sums' gradient as -grad * ((self / other) / other): four seq*seq
+	// temporaries alive together (C++ keeps an expression's temporaries to
+	// its end) beside the incoming gradient and exp's: the backward's
+	// highest point, which the real CS336 trace shows.
+	pr := g.alloc(BA*SS, ex.bytes, l, "attention.probs")
+	g.record(&node{site: g.site(l, "attention.probs.grad"), in: []*tensor{ex, sm}, out: pr, saved: []*tensor{ex, sm},
+		tmp: 4 * BA * SS * uint64(ex.bytes)})
 	g.drop(ex)
 	g.drop(sm)
 	g.drop(sh) // softmax returns
