@@ -471,14 +471,15 @@ func TestReplaysOnTheAllocator(t *testing.T) {
 }
 
 func FuzzSpec(f *testing.F) {
-	f.Add(2, 64, 4, 256, 100, 2, 16, 1, 1, 0, 0, false, false)
-	f.Add(1, 8, 1, 8, 10, 1, 1, 2, 2, 1, 2, true, true)
-	f.Fuzz(func(t *testing.T, layers, hidden, heads, inter, vocab, batch, seq, ga, steps, prec, arch int, ckpt, dyn bool) {
+	f.Add(2, 64, 4, 256, 100, 2, 16, 1, 1, 0, 0, false, false, 0, false, false)
+	f.Add(1, 8, 1, 8, 10, 1, 1, 2, 2, 1, 2, true, true, 2, true, true)
+	f.Fuzz(func(t *testing.T, layers, hidden, heads, inter, vocab, batch, seq, ga, steps, prec, arch int, ckpt, dyn bool, attn int, keep, comp bool) {
 		m := Model{Name: "fuzz", Arch: []Arch{Encoder, DeBERTa, DecoderLM, "bad"}[abs(arch)%4],
 			Layers: layers % 4, Hidden: hidden % 96, Heads: heads % 5, Intermediate: inter % 200, Vocab: vocab % 300,
 			MaxPositions: 64, TypeVocab: 2, PositionBuckets: 8}
 		s := Spec{Model: m, Batch: batch % 5, SeqLen: seq % 70, GradAccum: ga % 3, Steps: steps % 3,
-			Precision: []Precision{FP32, FP16, BF16, "x"}[abs(prec)%4], GradientCheckpointing: ckpt, DynamicPadding: dyn, EvalBatches: 1}
+			Precision: []Precision{FP32, FP16, BF16, "x"}[abs(prec)%4], GradientCheckpointing: ckpt, DynamicPadding: dyn, EvalBatches: 1,
+			Attention: []string{Eager, SDPA, Manual, "x"}[abs(attn)%4], KeepGrads: keep, Compile: comp}
 		if s.Validate() != nil {
 			_, err := s.Reader()
 			require.Error(t, err)
