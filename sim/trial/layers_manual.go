@@ -1,7 +1,9 @@
 package trial
 
-// manualAttention is attention written by hand in tensor ops, as the CS336
-// Transformer LM and nanoGPT's non-flash path write it (Attention "manual"):
+// manualAttention is attention written by hand in tensor ops, softmax
+// included, as the CS336 Transformer LM writes it (Attention "manual"; a
+// hand-written attention around F.softmax, like nanoGPT's non-flash path,
+// is eagerAttention):
 //
 //	scores = einsum(q, k) / sqrt(d)            two seq*seq tensors, the first a temporary
 //	scores = torch.where(mask, scores, -inf)   a bool mask per layer, saved by where
