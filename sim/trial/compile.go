@@ -4,57 +4,59 @@ package trial
 // mode runs a training step: AOTAutograd traces forward and backward into
 // one joint graph, its min-cut partitioner chooses what the forward saves
 // for the backward, and Inductor fuses the pointwise ops into a few
-// kernels. What that changes in memory, per layer:
+// kernels. The partitioner's defaults (torch/_functorch/config.py) decide
+// what is saved: matmuls may not be recomputed (compute-intensive), nor
+// reductions whose output is much smaller than their input
+// (ban_recompute_reductions), nor any node the backward must materialise
+// anyway because a matmul reads it (ban_recompute_materialized_backward);
+// the rest, pointwise ops on the allowlist, is recomputed inside the
+// backward's fused kernels. Per layer that means:
 //
-//   - Pointwise chains are not materialised: RMSNorm (x², mean, rsqrt,
-//     scale) is one kernel writing its output and the per-row rstd; RoPE
-//     one kernel per projection; scaling, masking and softmax one reduction
-//     kernel writing the probabilities (hand-written or F.softmax alike);
-//     SiLU times the gate one kernel. The residual addition is fused into
-//     the next norm's kernel.
-//   - The partitioner saves matmul outputs and reductions and recomputes
-//     pointwise ops in the backward (its default bans recomputing
-//     reductions, and it minimises saved bytes): saved per layer are the
-//     layer input and the residual sum (fp32), the two rstd rows, the
-//     rotated q and k, v, the probabilities (one seq*seq tensor in the
-//     activation dtype), the attention context, and the two FFN matmul
-//     outputs w1·h and w3·h. The norm outputs and the gated product, which
-//     feed matmuls, are recomputed in the backward (a transient each, the
-//     node's workspace), as are autocast's 16-bit weight copies: there is
-//     no autocast cache keeping them for the whole forward.
+//   - Pointwise chains are not materialised in the forward: RMSNorm (x²,
+//     mean, rsqrt, scale, the cast to the matmul dtype) is one kernel
+//     writing its output and the per-row rstd; RoPE one kernel per
+//     projection; scaling, masking and softmax one reduction kernel writing
+//     the probabilities (hand-written or F.softmax alike); SiLU times the
+//     gate one kernel.
+//   - Saved: every matmul input, since the weight gradient is a matmul
+//     reading it (the two norm outputs, rotated q and k, v, the
+//     probabilities, the context, the gated product), the w1 and w3
+//     outputs (the gate's backward reads them), the two rstd rows, and the
+//     residual stream (the layer input and the sum after attention, fp32)
+//     for the norms' backward. Under AMP the 16-bit weight copies are
+//     matmul inputs of the backward too, so they are saved as eager
+//     autocast's cache keeps them; and the softmax's fp32 output is not a
+//     matmul input: the scores (16-bit) are saved and it is recomputed.
+//   - Not saved, where eager autograd saves them: the RMSNorm
+//     intermediates (x², x·rstd), SiLU's sigmoid and output, the softmax's
+//     intermediates (exp, the difference), the pre-RoPE q and k.
 //
 // What cannot be known without running Inductor: its buffer reuse inside
 // a kernel sequence (it reuses a dead buffer of the same size instead of
 // allocating), graph breaks (the loss is assumed outside the compiled
 // model, in eager mode, as `torch.compile(model)` leaves it), and the
-// partitioner's choice between equal-sized alternatives (saving q and k
-// before or after RoPE). Peak live bytes do not depend on those within a
-// few per cent; the allocation count does (fewer, larger kernels).
+// partitioner's choices between cuts of equal or near-equal size (q and k
+// before or after RoPE; under AMP the 16-bit attention output instead of
+// the fp32 residual sum). The allocation count depends on those; the
+// saved bytes per layer by a few per cent at most.
 
 // cLinear is a matmul in the compiled graph: the output in the activation
-// dtype; it saves its input unless the input is recomputable (then the
-// backward rebuilds it: a workspace of the input's size). Under AMP the
-// 16-bit weight is cast for the call and again in the backward.
-func (g *gen) cLinear(l int, kind string, x *tensor, w int, rows, in, out uint64, recompute bool) *tensor {
+// dtype, its input saved. Under AMP the weight's 16-bit copy is made for
+// the call and saved for the backward's input gradient; the backward's
+// 16-bit weight gradient, cast to fp32 for .grad, is a workspace.
+func (g *gen) cLinear(l int, kind string, x *tensor, w int, rows, in, out uint64) *tensor {
 	wt := g.ptens[w]
-	var cast *tensor
+	saved := []*tensor{x}
 	var tmp uint64
+	var cast *tensor
 	if g.amp {
 		cast = g.newTensor(wt.elems, 2, g.castSite[w])
-		tmp += wt.elems * 2
+		saved = append(saved, cast)
+		tmp = wt.elems * 2
 	}
 	y := g.alloc(rows*out, g.act(), l, kind)
-	n := &node{site: g.site(l, kind+".grad"), in: []*tensor{x, wt}, out: y}
-	if recompute {
-		n.tmp = tmp + x.size()
-	} else {
-		n.saved = []*tensor{x}
-		n.tmp = tmp
-	}
-	g.record(n)
-	if cast != nil {
-		g.free(cast)
-	}
+	g.record(&node{site: g.site(l, kind+".grad"), in: []*tensor{x, wt}, out: y, saved: saved, tmp: tmp})
+	g.drop(cast)
 	g.cost(g.mm(2 * rows * in * out))
 	return y
 }
@@ -77,9 +79,9 @@ func (g *gen) decoderLayerCompiled(l int, x *tensor) *tensor {
 	BA, SS, d := g.B*u(g.m.Heads), g.S*g.S, u(g.m.Hidden/g.m.Heads)
 	act := g.act()
 	h := g.cNorm(l, "ln1", x, g.p(l, "ln1.weight"))
-	q := g.cLinear(l, "attention.q", h, g.p(l, "attention.q.weight"), rows, H, H, true)
-	k := g.cLinear(l, "attention.k", h, g.p(l, "attention.k.weight"), rows, H, H, true)
-	v := g.cLinear(l, "attention.v", h, g.p(l, "attention.v.weight"), rows, H, H, true)
+	q := g.cLinear(l, "attention.q", h, g.p(l, "attention.q.weight"), rows, H, H)
+	k := g.cLinear(l, "attention.k", h, g.p(l, "attention.k.weight"), rows, H, H)
+	v := g.cLinear(l, "attention.v", h, g.p(l, "attention.v.weight"), rows, H, H)
 	g.drop(h)
 	qr := g.op(l, "attention.q.rope", q.elems, act, []*tensor{q}, 0)
 	g.drop(q)
@@ -94,7 +96,17 @@ func (g *gen) decoderLayerCompiled(l int, x *tensor) *tensor {
 		g.cost(g.mm(2 * BA * SS * d))
 		g.drop(qr)
 		g.drop(kr)
-		pr := g.opSaveOut(l, "attention.probs", BA*SS, act, sc)
+		// The fused softmax: its output, in the matmul's dtype, is saved
+		// for P·V's backward. In fp32 the softmax's backward reads the same
+		// tensor; under AMP it recomputes the fp32 probabilities from the
+		// saved 16-bit scores (a workspace in the backward).
+		pr := g.alloc(BA*SS, act, l, "attention.probs")
+		n := &node{site: g.site(l, "attention.probs.grad"), in: []*tensor{sc}, out: pr, saved: []*tensor{pr}}
+		if g.amp {
+			n.saved = append(n.saved, sc)
+			n.tmp = BA * SS * 4
+		}
+		g.record(n)
 		g.drop(sc)
 		g.cost(g.bw(BA * SS * 3 * uint64(act)))
 		ctx = g.op(l, "attention.context", rows*H, act, []*tensor{pr, v}, 0, pr, v)
@@ -102,20 +114,20 @@ func (g *gen) decoderLayerCompiled(l int, x *tensor) *tensor {
 		g.drop(pr)
 		g.drop(v)
 	}
-	o := g.cLinear(l, "attention.output", ctx, g.p(l, "attention.output.weight"), rows, H, H, false)
+	o := g.cLinear(l, "attention.output", ctx, g.p(l, "attention.output.weight"), rows, H, H)
 	g.drop(ctx)
 	x2 := g.add(l, "attention.residual", x, o)
 	g.drop(o)
 	g.drop(x)
 	h2 := g.cNorm(l, "ln2", x2, g.p(l, "ln2.weight"))
-	a := g.cLinear(l, "ffn.w1", h2, g.p(l, "ffn.w1.weight"), rows, H, I, true)
-	b := g.cLinear(l, "ffn.w3", h2, g.p(l, "ffn.w3.weight"), rows, H, I, true)
+	a := g.cLinear(l, "ffn.w1", h2, g.p(l, "ffn.w1.weight"), rows, H, I)
+	b := g.cLinear(l, "ffn.w3", h2, g.p(l, "ffn.w3.weight"), rows, H, I)
 	g.drop(h2)
 	gt := g.op(l, "ffn.gate", rows*I, act, []*tensor{a, b}, 0, a, b)
 	g.drop(a)
 	g.drop(b)
 	g.cost(g.bw(rows * I * 3 * uint64(act)))
-	y := g.cLinear(l, "ffn.w2", gt, g.p(l, "ffn.w2.weight"), rows, I, H, true)
+	y := g.cLinear(l, "ffn.w2", gt, g.p(l, "ffn.w2.weight"), rows, I, H)
 	g.drop(gt)
 	x3 := g.add(l, "ffn.residual", x2, y)
 	g.drop(y)

@@ -35,8 +35,7 @@ func (s Spec) Estimate() Estimate {
 	amp := s.precision() != FP32
 	var e Estimate
 	e.WeightsBytes = 4 * N
-	if amp && !s.Compile {
-		// (Compiled, the 16-bit copies are made per matmul and not kept.)
+	if amp {
 		e.WeightsBytes += 2 * m.matmulParams()
 	}
 	e.GradBytes = 4 * N
@@ -82,8 +81,8 @@ func (s Spec) Estimate() Estimate {
 // the row sums and argmax indices (12 B A S) and its bool mask (S^2, or B S
 // for an encoder's padding mask); without dropout (decoder,
 // fp32) the probabilities are a second seq^2 tensor the matmul saves (8 B A
-// S^2). Compiled (compile.go): 24 T H + 8 T I + 8 T + 4 B A S^2 in fp32,
-// 16 T H + 4 T I + 8 T + 2 B A S^2 under AMP.
+// S^2). Compiled (compile.go): 32 T H + 12 T I + 8 T + 4 B A S^2 in fp32,
+// 20 T H + 6 T I + 8 T + 4 B A S^2 under AMP.
 func (s Spec) layerActivationBytes() uint64 {
 	m := s.Model
 	B, S, H, I, A := u(s.Batch), u(s.SeqLen), u(m.Hidden), u(m.Intermediate), u(m.Heads)
@@ -92,9 +91,9 @@ func (s Spec) layerActivationBytes() uint64 {
 	var th, ti, ss uint64
 	switch {
 	case s.Compile && amp:
-		th, ti, ss = 16, 4, 2
+		th, ti, ss = 20, 6, 4
 	case s.Compile:
-		th, ti, ss = 24, 8, 4
+		th, ti, ss = 32, 12, 4
 	case m.arch() == DecoderLM && amp:
 		th, ti, ss = 34, 10, 6
 	case m.arch() == DecoderLM:

@@ -336,7 +336,7 @@ func (g *gen) forwardDecoder() (loss, logits *tensor) {
 		// The compiled graph ends with the logits; the loss runs eagerly.
 		h := g.cNorm(-1, "ln_final", x, g.p(-1, "ln_final.weight"))
 		g.drop(x)
-		logits = g.cLinear(-1, "lm_head", h, g.p(-1, "lm_head.weight"), rows, H, V, true)
+		logits = g.cLinear(-1, "lm_head", h, g.p(-1, "lm_head.weight"), rows, H, V)
 		g.drop(h)
 	} else {
 		h := g.rmsNorm(-1, "ln_final", x, g.p(-1, "ln_final.weight"), rows)
