@@ -24,11 +24,20 @@ custom shape (--layers, --hidden, --heads, --intermediate, --vocab, with
 --arch encoder, deberta or decoder-lm); shape flags given with --model
 change that model's shape.
 
+How the program is written changes its memory as much as its shape does:
+--attention manual for attention written by hand (scores, mask and softmax
+as separate tensors, two seq x seq tensors per layer kept for backward),
+--keep-grads when gradients stay allocated between steps
+(zero_grad(set_to_none=False), or no zero_grad before a backward),
+--compile for torch.compile (decoder-lm). docs/trial-model.md says what each
+one allocates.
+
 Examples:
   memreplay synth --model bert-base --batch 16 --seq-len 128 --precision fp16 -o bert.mrt
   memreplay synth --model deberta-v3-base --batch 8 --seq-len 256 --checkpointing --steps 3 -o deberta.mrt
   memreplay synth --arch decoder-lm --layers 24 --hidden 1024 --heads 16 --intermediate 4096 \
-      --vocab 10000 --max-positions 128 --name cs336-medium --batch 4 --seq-len 128 --optimizer adamw-loop -o lm.mrt
+      --vocab 10000 --max-positions 128 --name cs336-medium --batch 4 --seq-len 128 --optimizer adamw-loop \
+      --attention manual -o lm.mrt
   memreplay replay --capacity 24GiB bert.mrt
 
 Flags:
@@ -53,7 +62,9 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	ga := fs.Int("grad-accum", 1, "gradient accumulation steps")
 	prec := fs.String("precision", "fp32", "fp32, fp16 or bf16 (AMP autocast)")
 	opt := fs.String("optimizer", "adamw", "adamw (foreach), adamw-fused, adamw-loop or sgd")
-	attn := fs.String("attention", "eager", "eager or sdpa")
+	attn := fs.String("attention", "eager", "eager (F.softmax), sdpa or manual (softmax written in tensor ops)")
+	keep := fs.Bool("keep-grads", false, "keep gradients allocated between steps (zero_grad(set_to_none=False))")
+	compile := fs.Bool("compile", false, "torch.compile the model (decoder-lm): fused pointwise ops, fewer saved activations")
 	ckpt := fs.Bool("checkpointing", false, "gradient checkpointing")
 	steps := fs.Int("steps", trial.DefaultSteps, "optimizer steps")
 	evalEvery := fs.Int("eval-every", 0, "an evaluation pass every N steps (0: once at the end)")
@@ -125,7 +136,7 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	s := trial.Spec{Model: m, Batch: *batch, SeqLen: *seq, GradAccum: *ga, Precision: trial.Precision(strings.ToLower(*prec)),
 		Optimizer: *opt, GradientCheckpointing: *ckpt, Steps: *steps, EvalEvery: *evalEvery, EvalBatches: *evalBatches,
-		Seed: *seed, Attention: *attn, DynamicPadding: *dyn}
+		Seed: *seed, Attention: *attn, DynamicPadding: *dyn, KeepGrads: *keep, Compile: *compile}
 	if *steps <= 0 || *evalBatches <= 0 || *ga <= 0 {
 		return usageError{fmt.Errorf("--steps, --eval-batches and --grad-accum must be positive")}
 	}

@@ -47,13 +47,35 @@ type Choices struct {
 	Precisions    []trial.Precision
 	Optimizers    []string
 	Checkpointing []bool
-	// Attention is "eager" or "sdpa"; sdpa means Hugging Face's default
-	// selection: SDPA where the model has it, eager for DeBERTa (which has
-	// only its own attention).
+	// Attention is "eager", "sdpa" or "manual"; sdpa means Hugging Face's
+	// default selection: SDPA where the model has it, eager for DeBERTa
+	// (which has only its own attention, itself written by hand).
 	Attention []string
 	// DynamicPadding: pad each batch to its longest sequence
 	// (DataCollatorWithPadding) or, false, to the sequence length.
 	DynamicPadding []bool
+	// KeepGrads and Compile are sim/trial's Spec switches of the same
+	// names; empty means [false]. A list of one value draws nothing, so a
+	// space without them samples exactly as before they existed.
+	KeepGrads []bool
+	Compile   []bool
+}
+
+// orFalse is a switch's choices, [false] when none are given.
+func orFalse(v []bool) []bool {
+	if len(v) == 0 {
+		return []bool{false}
+	}
+	return v
+}
+
+// pickSwitch draws from a switch's choices only when there is a choice.
+func pickSwitch(rng *rand.Rand, v []bool) bool {
+	v = orFalse(v)
+	if len(v) == 1 {
+		return v[0]
+	}
+	return pick(rng, v)
 }
 
 // Override replaces choices for the models it matches.
@@ -167,6 +189,8 @@ func (s Space) ChoicesFor(m trial.Model) Choices {
 		replaceIfSet(&c.Checkpointing, oc.Checkpointing)
 		replaceIfSet(&c.Attention, oc.Attention)
 		replaceIfSet(&c.DynamicPadding, oc.DynamicPadding)
+		replaceIfSet(&c.KeepGrads, oc.KeepGrads)
+		replaceIfSet(&c.Compile, oc.Compile)
 		break
 	}
 	return c
@@ -210,6 +234,8 @@ func (s Space) Sample(rng *rand.Rand) trial.Spec {
 	sp.GradientCheckpointing = pick(rng, c.Checkpointing)
 	sp.Attention = attentionFor(m, pick(rng, c.Attention))
 	sp.DynamicPadding = pick(rng, c.DynamicPadding)
+	sp.KeepGrads = pickSwitch(rng, c.KeepGrads)
+	sp.Compile = pickSwitch(rng, c.Compile)
 	// Batch and accumulation are redrawn together until the effective batch
 	// fits; Validate made sure some pair does, and the smallest pair is
 	// taken after many misses so that Sample always ends.
@@ -228,9 +254,10 @@ func (s Space) Sample(rng *rand.Rand) trial.Spec {
 }
 
 // attentionFor resolves sdpa to eager for a model that has only eager
-// attention, as Hugging Face's default selection does.
+// attention, as Hugging Face's default selection does, and manual too:
+// DeBERTa's own attention is the hand-written one.
 func attentionFor(m trial.Model, a string) string {
-	if a == trial.SDPA && m.Arch == trial.DeBERTa {
+	if (a == trial.SDPA || a == trial.Manual) && m.Arch == trial.DeBERTa {
 		return trial.Eager
 	}
 	return a
@@ -240,7 +267,8 @@ func pick[T any](rng *rand.Rand, v []T) T { return v[rng.IntN(len(v))] }
 
 // Grid is every combination that passes the constraints, in a fixed order:
 // models in the space's order, then batch size, sequence length,
-// accumulation, precision, optimizer, checkpointing, attention and padding,
+// accumulation, precision, optimizer, checkpointing, attention, padding,
+// keep-grads and compile,
 // each in its list's order. The Spec's Seed is its index in the grid, so a grid study is
 // reproducible without a seed.
 func (s Space) Grid() []trial.Spec {
@@ -258,13 +286,18 @@ func (s Space) Grid() []trial.Spec {
 							for _, ck := range c.Checkpointing {
 								for _, at := range c.Attention {
 									for _, dp := range c.DynamicPadding {
-										out = append(out, trial.Spec{
-											Model: m, Batch: b, SeqLen: l, GradAccum: a,
-											Precision: p, Optimizer: o, GradientCheckpointing: ck,
-											Attention: attentionFor(m, at), DynamicPadding: dp,
-											Steps: s.Steps, EvalEvery: s.EvalEvery, EvalBatches: s.EvalBatches,
-											Seed: uint64(len(out)),
-										})
+										for _, kg := range orFalse(c.KeepGrads) {
+											for _, co := range orFalse(c.Compile) {
+												out = append(out, trial.Spec{
+													Model: m, Batch: b, SeqLen: l, GradAccum: a,
+													Precision: p, Optimizer: o, GradientCheckpointing: ck,
+													Attention: attentionFor(m, at), DynamicPadding: dp,
+													KeepGrads: kg, Compile: co,
+													Steps: s.Steps, EvalEvery: s.EvalEvery, EvalBatches: s.EvalBatches,
+													Seed: uint64(len(out)),
+												})
+											}
+										}
 									}
 								}
 							}
@@ -291,7 +324,7 @@ func (s Space) GridSize() int {
 			}
 		}
 		n += pairs * len(c.SeqLens) * len(c.Precisions) * len(c.Optimizers) * len(c.Checkpointing) *
-			len(c.Attention) * len(c.DynamicPadding)
+			len(c.Attention) * len(c.DynamicPadding) * len(orFalse(c.KeepGrads)) * len(orFalse(c.Compile))
 	}
 	return n
 }

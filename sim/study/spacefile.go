@@ -33,8 +33,9 @@ import (
 // A model is a preset's name (sim/trial's Models) or a custom shape. In
 // "choices", batch_sizes and seq_lens are required; grad_accum defaults to
 // [1], precisions to ["fp32"], optimizers to ["adamw"], checkpointing to
-// [false], attention to ["eager"] ("sdpa": SDPA where the model has it),
-// dynamic_padding to [false]. A custom model may also give "arch"
+// [false], attention to ["eager"] ("sdpa": SDPA where the model has it;
+// "manual": attention written by hand), dynamic_padding, keep_grads and
+// compile to [false] (docs/trial-model.md says what each changes). A custom model may also give "arch"
 // (encoder, deberta, decoder-lm), "type_vocab", "position_buckets" and
 // "labels" (sim/trial's Model). Unknown fields are errors: a misspelt constraint silently ignored
 // is how a study ends up running configurations it meant to exclude.
@@ -59,6 +60,8 @@ type choicesJSON struct {
 	Checkpointing []bool            `json:"checkpointing,omitempty"`
 	Attention     []string          `json:"attention,omitempty"`
 	DynamicPad    []bool            `json:"dynamic_padding,omitempty"`
+	KeepGrads     []bool            `json:"keep_grads,omitempty"`
+	Compile       []bool            `json:"compile,omitempty"`
 }
 
 type overrideJSON struct {
@@ -136,13 +139,13 @@ func (m modelJSON) MarshalJSON() ([]byte, error) {
 func (c choicesJSON) toChoices() Choices {
 	return Choices{BatchSizes: c.BatchSizes, SeqLens: c.SeqLens, GradAccum: c.GradAccum,
 		Precisions: c.Precisions, Optimizers: c.Optimizers, Checkpointing: c.Checkpointing,
-		Attention: c.Attention, DynamicPadding: c.DynamicPad}
+		Attention: c.Attention, DynamicPadding: c.DynamicPad, KeepGrads: c.KeepGrads, Compile: c.Compile}
 }
 
 func fromChoices(c Choices) choicesJSON {
 	return choicesJSON{BatchSizes: c.BatchSizes, SeqLens: c.SeqLens, GradAccum: c.GradAccum,
 		Precisions: c.Precisions, Optimizers: c.Optimizers, Checkpointing: c.Checkpointing,
-		Attention: c.Attention, DynamicPad: c.DynamicPadding}
+		Attention: c.Attention, DynamicPad: c.DynamicPadding, KeepGrads: c.KeepGrads, Compile: c.Compile}
 }
 
 // MarshalJSON writes the space in LoadSpace's format; presets by name.

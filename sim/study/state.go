@@ -52,13 +52,15 @@ type SpecJSON struct {
 	Seed                  uint64          `json:"seed"`
 	Attention             string          `json:"attention,omitempty"`
 	DynamicPadding        bool            `json:"dynamic_padding,omitempty"`
+	KeepGrads             bool            `json:"keep_grads,omitempty"`
+	Compile               bool            `json:"compile,omitempty"`
 }
 
 func specJSON(s trial.Spec) SpecJSON {
 	return SpecJSON{Model: toModelJSON(s.Model), Batch: s.Batch, SeqLen: s.SeqLen, GradAccum: s.GradAccum, Precision: s.Precision,
 		Optimizer: s.Optimizer, GradientCheckpointing: s.GradientCheckpointing, Steps: s.Steps,
 		EvalEvery: s.EvalEvery, EvalBatches: s.EvalBatches, Seed: s.Seed,
-		Attention: s.Attention, DynamicPadding: s.DynamicPadding}
+		Attention: s.Attention, DynamicPadding: s.DynamicPadding, KeepGrads: s.KeepGrads, Compile: s.Compile}
 }
 
 // Spec converts back; an error for a preset this memreplay does not know.
@@ -70,7 +72,7 @@ func (j SpecJSON) Spec() (trial.Spec, error) {
 	return trial.Spec{Model: m, Batch: j.Batch, SeqLen: j.SeqLen, GradAccum: j.GradAccum, Precision: j.Precision,
 		Optimizer: j.Optimizer, GradientCheckpointing: j.GradientCheckpointing, Steps: j.Steps,
 		EvalEvery: j.EvalEvery, EvalBatches: j.EvalBatches, Seed: j.Seed,
-		Attention: j.Attention, DynamicPadding: j.DynamicPadding}, nil
+		Attention: j.Attention, DynamicPadding: j.DynamicPadding, KeepGrads: j.KeepGrads, Compile: j.Compile}, nil
 }
 
 // Record is one finished trial: a state-file line of kind "trial".

@@ -103,6 +103,16 @@ func (s Space) validateModel(m trial.Model) error {
 			return err
 		}
 	}
+	for i, v := range c.KeepGrads {
+		if err := try("keep_grads", i, v, func(sp *trial.Spec) { sp.KeepGrads = v }); err != nil {
+			return err
+		}
+	}
+	for i, v := range c.Compile {
+		if err := try("compile", i, v, func(sp *trial.Spec) { sp.Compile = v }); err != nil {
+			return err
+		}
+	}
 	if s.MaxEffectiveBatch > 0 && slices.Min(c.BatchSizes)*slices.Min(c.GradAccum) > s.MaxEffectiveBatch {
 		return fmt.Errorf("max_effective_batch %d: no batch size and accumulation of this model fit under it", s.MaxEffectiveBatch)
 	}
@@ -150,13 +160,13 @@ func (c Choices) validate(path string, required bool) error {
 		return fmt.Errorf("%s.checkpointing: empty; give [false], [true] or both", path)
 	}
 	if required && len(c.Attention) == 0 {
-		return fmt.Errorf("%s.attention: empty; give eager, sdpa or both", path)
+		return fmt.Errorf("%s.attention: empty; give eager, sdpa, manual or several", path)
 	}
 	for i, a := range c.Attention {
 		switch a {
-		case trial.Eager, trial.SDPA:
+		case trial.Eager, trial.SDPA, trial.Manual:
 		default:
-			return fmt.Errorf("%s.attention[%d]: %q, want eager or sdpa", path, i, a)
+			return fmt.Errorf("%s.attention[%d]: %q, want eager, sdpa or manual", path, i, a)
 		}
 	}
 	if required && len(c.DynamicPadding) == 0 {

@@ -76,6 +76,13 @@ func (s Spec) Estimate() Estimate {
 // copy replaces the fp32 one.) With SDPA the seq^2 terms are replaced by
 // the kernel's saved output. DeBERTa is counted as an encoder: its
 // relative-position scores are what a user would not know to add.
+//
+// Manual attention saves exp's output where F.softmax saves its own, plus
+// the row sums and argmax indices (12 B A S) and its bool mask (S^2, or B S
+// for an encoder's padding mask); without dropout (decoder,
+// fp32) the probabilities are a second seq^2 tensor the matmul saves (8 B A
+// S^2). Compiled (compile.go): 32 T H + 12 T I + 8 T + 4 B A S^2 in fp32,
+// 20 T H + 6 T I + 8 T + 4 B A S^2 under AMP.
 func (s Spec) layerActivationBytes() uint64 {
 	m := s.Model
 	B, S, H, I, A := u(s.Batch), u(s.SeqLen), u(m.Hidden), u(m.Intermediate), u(m.Heads)
@@ -83,6 +90,10 @@ func (s Spec) layerActivationBytes() uint64 {
 	amp := s.precision() != FP32
 	var th, ti, ss uint64
 	switch {
+	case s.Compile && amp:
+		th, ti, ss = 20, 6, 4
+	case s.Compile:
+		th, ti, ss = 32, 12, 4
 	case m.arch() == DecoderLM && amp:
 		th, ti, ss = 34, 10, 6
 	case m.arch() == DecoderLM:
@@ -93,6 +104,20 @@ func (s Spec) layerActivationBytes() uint64 {
 		th, ti, ss = 34, 8, 9
 	}
 	b := th*T*H + ti*T*I + 16*T
+	if s.Compile {
+		b -= 8 * T // two norms' rstd, no mean
+	}
+	if s.attention() == Manual && !s.Compile {
+		b += 12 * B * A * S
+		if m.arch() == DecoderLM {
+			b += S * S // the causal bool mask, saved by where
+			if !amp {
+				ss += 4
+			}
+		} else {
+			b += B * S // the padding bool mask
+		}
+	}
 	if s.attention() == SDPA {
 		act := uint64(4)
 		if amp {

@@ -32,6 +32,8 @@ type gen struct {
 	m      Model
 	amp    bool
 	sdpa   bool
+	manual bool // hand-written attention (layers_manual.go)
+	comp   bool // torch.compile (compile.go)
 	eval   bool
 	noGrad int
 
@@ -76,6 +78,8 @@ func newGen(s Spec) *gen {
 		m:         s.Model,
 		amp:       s.precision() != FP32,
 		sdpa:      s.attention() == SDPA,
+		manual:    s.attention() == Manual,
+		comp:      s.Compile,
 		B:         uint64(s.Batch),
 		S:         uint64(s.SeqLen),
 		castCache: map[int]*tensor{},

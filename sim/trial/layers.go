@@ -121,6 +121,9 @@ func (g *gen) layerMaybeCheckpointed(l int, x *tensor) *tensor {
 
 func (g *gen) layer(l int, x *tensor) *tensor {
 	if g.m.arch() == DecoderLM {
+		if g.comp {
+			return g.decoderLayerCompiled(l, x)
+		}
 		return g.decoderLayer(l, x)
 	}
 	return g.encoderLayer(l, x)
@@ -138,6 +141,8 @@ func (g *gen) encoderLayer(l int, x *tensor) *tensor {
 		ctx = g.debertaAttention(l, q, k, v)
 	case g.sdpa:
 		ctx = g.sdpaAttention(l, q, k, v)
+	case g.manual:
+		ctx = g.manualAttention(l, q, k, v, false)
 	default:
 		ctx = g.eagerAttention(l, q, k, v, false)
 	}
@@ -327,10 +332,18 @@ func (g *gen) forwardDecoder() (loss, logits *tensor) {
 	for l := 0; l < m.Layers; l++ {
 		x = g.layerMaybeCheckpointed(l, x)
 	}
-	h := g.rmsNorm(-1, "ln_final", x, g.p(-1, "ln_final.weight"), rows)
-	g.drop(x)
-	logits = g.linear(-1, "lm_head", h, g.p(-1, "lm_head.weight"), -1, rows, H, V)
-	g.drop(h)
+	if g.comp {
+		// The compiled graph ends with the logits; the loss runs eagerly.
+		h := g.cNorm(-1, "ln_final", x, g.p(-1, "ln_final.weight"))
+		g.drop(x)
+		logits = g.cLinear(-1, "lm_head", h, g.p(-1, "lm_head.weight"), rows, H, V)
+		g.drop(h)
+	} else {
+		h := g.rmsNorm(-1, "ln_final", x, g.p(-1, "ln_final.weight"), rows)
+		g.drop(x)
+		logits = g.linear(-1, "lm_head", h, g.p(-1, "lm_head.weight"), -1, rows, H, V)
+		g.drop(h)
+	}
 	loss = g.crossEntropy("loss", logits, rows, V)
 	return loss, logits
 }
@@ -349,9 +362,12 @@ func (g *gen) decoderLayer(l int, x *tensor) *tensor {
 	kr := g.rope(l, "attention.k.rope", k)
 	g.drop(k)
 	var ctx *tensor
-	if g.sdpa {
+	switch {
+	case g.sdpa:
 		ctx = g.sdpaAttention(l, qr, kr, v)
-	} else {
+	case g.manual:
+		ctx = g.manualAttention(l, qr, kr, v, true)
+	default:
 		ctx = g.eagerAttention(l, qr, kr, v, true)
 	}
 	o := g.linear(l, "attention.output", ctx, g.p(l, "attention.output.weight"), -1, rows, H, H)

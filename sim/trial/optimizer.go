@@ -1,7 +1,8 @@
 package trial
 
 // The optimizer step as HF Trainer runs it: GradScaler.unscale_ (fp16),
-// clip_grad_norm_, optimizer.step(), model.zero_grad(set_to_none=True).
+// clip_grad_norm_, optimizer.step(), model.zero_grad(set_to_none=True)
+// (or, with KeepGrads, a zero_grad that keeps the buffers).
 
 // groups returns the parameter indices of HF's two parameter groups:
 // weight-decay ones (weights) and the rest (biases, norms), in order.
@@ -37,7 +38,13 @@ func (g *gen) optimizerStep() {
 	for _, t := range scaler {
 		g.free(t)
 	}
-	// zero_grad(set_to_none=True): the gradients go.
+	// zero_grad(set_to_none=True): the gradients go. With KeepGrads
+	// (set_to_none=False, or no zero_grad) they are zeroed in place
+	// (_foreach_zero_, no allocation) or left as they are: the buffers stay,
+	// the next backward adds into them (graph.go, accumulate).
+	if g.spec.KeepGrads {
+		return
+	}
 	for i, t := range g.pgrad {
 		if t != nil {
 			g.free(t)

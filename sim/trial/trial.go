@@ -48,6 +48,12 @@
 //     logits are gathered with torch.cat across batches (a growing buffer).
 //   - teardown: optimizer state, then weights, freed; trial_end.
 //
+// Three switches say how the program is written: Attention "manual"
+// (softmax and masking in separate tensor ops, layers_manual.go), KeepGrads
+// (gradients not freed by zero_grad) and Compile (torch.compile of a
+// decoder LM, compile.go). docs/trial-model.md tabulates every switch's
+// memory effect.
+//
 // Sizes are element counts times dtype bytes, as PyTorch requests them;
 // rounding is the allocator's business. Addresses are fake but unique for
 // the trial (never reused), so a free names its allocation.
@@ -96,6 +102,10 @@ const (
 const (
 	Eager = "eager" // materialised batch*heads*seq*seq scores (HF "eager"; DeBERTa always)
 	SDPA  = "sdpa"  // scaled_dot_product_attention, memory-efficient kernel
+	// Manual is attention written by hand in tensor ops (layers_manual.go):
+	// scores, scaling, a boolean mask with torch.where, and softmax as
+	// max, subtract, exp, sum, divide, each its own seq*seq tensor.
+	Manual = "manual"
 )
 
 // Defaults for zero fields.
@@ -122,6 +132,15 @@ type Spec struct {
 	// DynamicPadding pads each batch to its longest sequence (rounded up to
 	// 8) instead of to SeqLen; the seed draws the lengths.
 	DynamicPadding bool
+	// KeepGrads keeps the parameter gradients allocated between steps, as
+	// zero_grad(set_to_none=False) or a loop that never zeroes them before
+	// a backward does: from the second step on, the forward runs with every
+	// .grad buffer live and backward adds into them in place.
+	KeepGrads bool
+	// Compile models torch.compile (Inductor, default mode) of the model:
+	// pointwise ops fused, and only what AOTAutograd's min-cut partitioner
+	// saves kept for backward (compile.go). decoder-lm only.
+	Compile bool
 }
 
 func (s Spec) gradAccum() int {
@@ -203,12 +222,20 @@ func (s Spec) Validate() error {
 	}
 	switch s.attention() {
 	case Eager:
-	case SDPA:
+	case SDPA, Manual:
 		if s.Model.arch() == DeBERTa {
-			return fmt.Errorf("%s has no sdpa attention (DeBERTa's disentangled attention is eager only)", s.Model.Name)
+			return fmt.Errorf("%s has no %s attention (DeBERTa's disentangled attention is eager only)", s.Model.Name, s.attention())
 		}
 	default:
-		return fmt.Errorf("unknown attention %q (eager, sdpa)", s.Attention)
+		return fmt.Errorf("unknown attention %q (eager, sdpa, manual)", s.Attention)
+	}
+	if s.Compile {
+		if s.Model.arch() != DecoderLM {
+			return fmt.Errorf("compile is modelled for decoder-lm only, not %s (%s)", s.Model.Name, s.Model.arch())
+		}
+		if s.GradientCheckpointing {
+			return errors.New("compile with gradient checkpointing is not modelled")
+		}
 	}
 	// The largest single tensor must stay addressable with room to spare.
 	B, S := uint64(s.Batch), uint64(s.SeqLen)
@@ -240,6 +267,12 @@ func (s Spec) String() string {
 	}
 	if s.DynamicPadding {
 		b.WriteString(" dynpad")
+	}
+	if s.KeepGrads {
+		b.WriteString(" keepgrads")
+	}
+	if s.Compile {
+		b.WriteString(" compile")
 	}
 	return b.String()
 }

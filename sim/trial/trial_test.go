@@ -74,6 +74,10 @@ func specs(t testing.TB) []Spec {
 		{Model: dv, Batch: 2, SeqLen: 64, Steps: 2, GradAccum: 3},
 		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Precision: BF16, GradientCheckpointing: true},
 		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Attention: SDPA},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 3, Precision: BF16, Attention: Manual, KeepGrads: true, Optimizer: AdamWLoop},
+		{Model: bb, Batch: 4, SeqLen: 64, Steps: 2, Precision: FP16, Attention: Manual, GradAccum: 2, KeepGrads: true},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Precision: FP16, Compile: true, Attention: Manual, EvalEvery: 1},
+		{Model: cs336Small, Batch: 2, SeqLen: 64, Steps: 2, Compile: true, Attention: SDPA, KeepGrads: true, DynamicPadding: true},
 	}
 }
 
@@ -362,6 +366,9 @@ func TestValidate(t *testing.T) {
 		{func(s *Spec) { s.Model.Layers = 0 }, "layers must be positive"},
 		{func(s *Spec) { s.Model.Arch = "rnn" }, `unknown arch "rnn"`},
 		{func(s *Spec) { s.Model = model(t, "deberta-v3-base"); s.Attention = SDPA }, "no sdpa attention"},
+		{func(s *Spec) { s.Model = model(t, "deberta-v3-base"); s.Attention = Manual }, "no manual attention"},
+		{func(s *Spec) { s.Compile = true }, "compile is modelled for decoder-lm only"},
+		{func(s *Spec) { s.Model = cs336Small; s.Compile, s.GradientCheckpointing = true, true }, "compile with gradient checkpointing"},
 		{func(s *Spec) { s.Model.Vocab = 1 << 23 }, "out of range"},
 		{func(s *Spec) { s.Batch = 60000; s.Model.MaxPositions = 0; s.SeqLen = 100000 }, "too large"},
 	} {
@@ -380,6 +387,10 @@ func TestString(t *testing.T) {
 	assert.Equal(t, "bert-base b32 s128 fp16", s.String())
 	s.GradAccum, s.GradientCheckpointing, s.Optimizer = 4, true, SGD
 	assert.Equal(t, "bert-base b32 s128 fp16 ga4 ckpt sgd", s.String())
+	s.Attention, s.KeepGrads = Manual, true
+	assert.Equal(t, "bert-base b32 s128 fp16 ga4 ckpt sgd manual keepgrads", s.String())
+	d := Spec{Model: cs336Small, Batch: 4, SeqLen: 128, Compile: true}
+	assert.Equal(t, "cs336-small b4 s128 fp32 compile", d.String())
 	assert.Equal(t, "custom-L2-H64 b1 s8 fp32", Spec{Model: Model{Layers: 2, Hidden: 64}, Batch: 1, SeqLen: 8}.String())
 }
 
@@ -460,14 +471,15 @@ func TestReplaysOnTheAllocator(t *testing.T) {
 }
 
 func FuzzSpec(f *testing.F) {
-	f.Add(2, 64, 4, 256, 100, 2, 16, 1, 1, 0, 0, false, false)
-	f.Add(1, 8, 1, 8, 10, 1, 1, 2, 2, 1, 2, true, true)
-	f.Fuzz(func(t *testing.T, layers, hidden, heads, inter, vocab, batch, seq, ga, steps, prec, arch int, ckpt, dyn bool) {
+	f.Add(2, 64, 4, 256, 100, 2, 16, 1, 1, 0, 0, false, false, 0, false, false)
+	f.Add(1, 8, 1, 8, 10, 1, 1, 2, 2, 1, 2, true, true, 2, true, true)
+	f.Fuzz(func(t *testing.T, layers, hidden, heads, inter, vocab, batch, seq, ga, steps, prec, arch int, ckpt, dyn bool, attn int, keep, comp bool) {
 		m := Model{Name: "fuzz", Arch: []Arch{Encoder, DeBERTa, DecoderLM, "bad"}[abs(arch)%4],
 			Layers: layers % 4, Hidden: hidden % 96, Heads: heads % 5, Intermediate: inter % 200, Vocab: vocab % 300,
 			MaxPositions: 64, TypeVocab: 2, PositionBuckets: 8}
 		s := Spec{Model: m, Batch: batch % 5, SeqLen: seq % 70, GradAccum: ga % 3, Steps: steps % 3,
-			Precision: []Precision{FP32, FP16, BF16, "x"}[abs(prec)%4], GradientCheckpointing: ckpt, DynamicPadding: dyn, EvalBatches: 1}
+			Precision: []Precision{FP32, FP16, BF16, "x"}[abs(prec)%4], GradientCheckpointing: ckpt, DynamicPadding: dyn, EvalBatches: 1,
+			Attention: []string{Eager, SDPA, Manual, "x"}[abs(attn)%4], KeepGrads: keep, Compile: comp}
 		if s.Validate() != nil {
 			_, err := s.Reader()
 			require.Error(t, err)
