@@ -81,11 +81,11 @@ bench:
 # compared by benchstat (golang.org/x/perf, pinned in bench/compare.sh).
 # COUNT runs of each on each side; PKGS limits it to matching packages.
 OLD ?=
-COUNT ?= 5
+COUNT ?= 6
 PKGS ?= .
 .PHONY: bench-compare
 bench-compare:
-	@[ -n "$(OLD)" ] || { echo "usage: make bench-compare OLD=<commit> [COUNT=5] [PKGS=regexp]"; exit 2; }
+	@[ -n "$(OLD)" ] || { echo "usage: make bench-compare OLD=<commit> [COUNT=6] [PKGS=regexp]"; exit 2; }
 	bash bench/compare.sh $(OLD) $(COUNT) '$(PKGS)'
 
 # The docs' figures (docs/report.md): `memreplay report` on the real

@@ -3,8 +3,8 @@
 # on commit OLD (checked out in a temporary git worktree) and on the working
 # tree, alternately in the same run, then compared by benchstat.
 # Usage: bench/compare.sh OLD [count] [package-regexp]
-#   count: runs of each benchmark on each side (default 5; benchstat wants
-#          at least 5 for its confidence intervals)
+#   count: runs of each benchmark on each side (default 6; benchstat wants
+#          at least 6 for its confidence intervals)
 #   package-regexp: only the set's packages that match (e.g. 'libmemreplay')
 # `make bench-compare OLD=<commit>` calls it.
 #
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 old=${1:?usage: bench/compare.sh OLD [count] [package-regexp]}
-count=${2:-5}
+count=${2:-6}
 only=${3:-.}
 # golang.org/x/perf's benchstat, pinned (docs/performance.md).
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da

@@ -636,23 +636,14 @@ func (u *unpickler) run() (pv, error) {
 				return 0, u.errf(start, "%s: target is %s, not a dict", pickleOpName(op), t.typeName())
 			}
 			d := u.dicts.at(t.payload())
+			if d.items == nil {
+				d.items = u.itemSlice(len(items) / 2)
+			}
 			for i := 0; i < len(items); i += 2 {
 				if k := items[i].kind(); k == pkList || k == pkDict {
 					return 0, u.errf(start, "%s: unhashable key of type %s", pickleOpName(op), items[i].typeName())
 				}
-			}
-			if d.items == nil {
-				// The usual case, a dict filled by one SETITEMS: its items
-				// are the stack's pairs as they lie.
-				n := len(items) / 2
-				d.items = u.itemSlice(n)[:n]
-				for i := range d.items {
-					d.items[i] = pyItem{items[2*i], items[2*i+1]}
-				}
-			} else {
-				for i := 0; i < len(items); i += 2 {
-					d.items = append(d.items, pyItem{items[i], items[i+1]})
-				}
+				d.items = append(d.items, pyItem{items[i], items[i+1]})
 			}
 			u.stack = u.stack[:m]
 		case opSETITEM:
