@@ -63,11 +63,33 @@ fuzz:
 	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadSpaceBound -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/cuda -run '^$$' -fuzz FuzzDeviceCalls -fuzztime $(FUZZTIME)
 
-# The allocator's hot-path benchmarks (figures in docs/allocator.md) and the
-# replay's throughput (docs/replay.md).
+# Every figure of docs/performance.md with its baseline in the same run:
+# the allocator's hot path (docs/allocator.md), the replay's throughput
+# beside the trace decoder alone (docs/replay.md), the real-snapshot
+# corpus, the snapshot import beside Python's pickle.load of the same file,
+# and the C ABI's pair beside the allocator alone and glibc's malloc+free.
+# The machine and its load average are printed first: on a shared machine
+# the ratios hold, the absolute times move with the load.
 bench:
+	@echo "machine: $$(nproc) CPUs,$$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 	bash bench/allocator.sh
 	bash bench/replay.sh
+	$(GO) test ./profiler -run '^$$' -bench '^BenchmarkRealSnapshots$$' -benchtime 20x -count 3
+	bash bench/import.sh
+	bash bench/libmemreplay.sh
+	@echo "machine: load average $$(cut -d' ' -f1-3 /proc/loadavg) at the end"
+
+# bench-compare OLD=<commit>: the same benchmarks on OLD (a git worktree in
+# a temporary directory) and on the working tree, alternately in one run,
+# compared by benchstat (golang.org/x/perf, pinned in bench/compare.sh).
+# COUNT runs of each on each side; PKGS limits it to matching packages.
+OLD ?=
+COUNT ?= 6
+PKGS ?= .
+.PHONY: bench-compare
+bench-compare:
+	@[ -n "$(OLD)" ] || { echo "usage: make bench-compare OLD=<commit> [COUNT=6] [PKGS=regexp]"; exit 2; }
+	bash bench/compare.sh $(OLD) $(COUNT) '$(PKGS)'
 
 # The docs' figures (docs/report.md): `memreplay report` on the real
 # PyTorch trace in traces/ and on a generated trial (when present), each

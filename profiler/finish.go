@@ -152,11 +152,15 @@ func (p *Profiler) sites() []Site {
 		}
 	}
 	out := make([]Site, 0, len(byStack))
+	var sf *siteFrames
 	for _, s := range byStack {
-		frames := p.stacks.Frames(s.Stack)
-		s.Label = SiteLabel(frames)
-		for _, f := range TrimFrames(frames) {
-			s.Frames = append(s.Frames, FormatFrame(f))
+		if p.stacks == nil || int(s.Stack) >= p.stacks.NumStacks() {
+			s.Label = SiteLabel(nil)
+		} else {
+			if sf == nil {
+				sf = newSiteFrames(p.stacks)
+			}
+			s.Label, s.Frames = sf.site(s.Stack)
 		}
 		out = append(out, *s)
 	}

@@ -148,3 +148,27 @@ func BenchmarkUnpickle(b *testing.B) {
 	}
 	b.ReportMetric(1e6*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }
+
+// BenchmarkImportFile imports the snapshot file named by
+// $MEMREPLAY_BENCH_PICKLE from disk, as trace.Open does (bench/import.sh
+// builds one of a million entries and times Python's pickle.load of the
+// same file beside it); skipped when unset.
+func BenchmarkImportFile(b *testing.B) {
+	path := os.Getenv("MEMREPLAY_BENCH_PICKLE")
+	if path == "" {
+		b.Skip("MEMREPLAY_BENCH_PICKLE is not set")
+	}
+	fi, err := os.Stat(path)
+	require.NoError(b, err)
+	b.SetBytes(fi.Size())
+	b.ReportAllocs()
+	entries := 0
+	for b.Loop() {
+		tr, err := ReadPyTorchFile(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		entries = len(tr.Events)
+	}
+	b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
+}

@@ -7,6 +7,7 @@ package main
 //	BenchmarkLibraryPair         the library's Go side (lib.go) as the exports call it: + pointer table, device lookup
 //	BenchmarkExportedPair        memreplay_malloc + memreplay_free called from C (the harness, a separate process)
 //	BenchmarkExportedCall        memreplay_free(NULL) from C: one bare C -> Go -> C call
+//	BenchmarkGlibcPair           glibc's malloc + free of the same size in the harness: the baseline
 //
 // ExportedPair - LibraryPair is what the C boundary adds per pair (two
 // calls); ExportedCall is one call of it. The Exported benchmarks run the
@@ -110,6 +111,7 @@ func BenchmarkExportedPairRecording(b *testing.B) {
 	benchHarness(b, "bench N 1000", "MEMREPLAY_RECORD=1")
 }
 func BenchmarkExportedCall(b *testing.B) { benchHarness(b, "benchnull N") }
+func BenchmarkGlibcPair(b *testing.B)    { benchHarness(b, "benchlibc N 1000") }
 
 // BenchmarkExportedPairThreads is 2 C threads calling at once; ns/op is the
 // wall time per pair over both.

@@ -25,6 +25,7 @@
  *   bench N SIZE               N cached malloc+free pairs       -> bench N SIZE <ns per pair>
  *   benchnull N                N calls of free_fn(NULL): the bare C->Go->C call -> benchnull N <ns per call>
  *   benchmt T N SIZE           T threads of N pairs each        -> benchmt T N SIZE <ns per pair in a thread> <ns per pair overall>
+ *   benchlibc N SIZE           N glibc malloc+free pairs, the baseline -> benchlibc N SIZE <ns per pair>
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -238,6 +239,20 @@ static void *benchloop(void *arg) {
 	return NULL;
 }
 
+/* glibc's malloc and free through volatile pointers, so that the compiler
+ * cannot pair them up and drop both. */
+static void *(*volatile libc_malloc)(size_t) = malloc;
+static void (*volatile libc_free)(void *) = free;
+
+static double benchlibc(long n, size_t size) {
+	for (int i = 0; i < 1000; i++)
+		libc_free(libc_malloc(size));
+	double t0 = now_ns();
+	for (long i = 0; i < n; i++)
+		libc_free(libc_malloc(size));
+	return (now_ns() - t0) / (double)n;
+}
+
 /* ---- the interpreter ---------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -340,6 +355,10 @@ int main(int argc, char **argv) {
 			struct benchjob j = {atol(a), strtoull(b, NULL, 0), 0};
 			benchloop(&j);
 			printf("bench %ld %zu %.1f\n", j.n, j.size, j.ns / (double)j.n);
+		} else if (strcmp(cmd, "benchlibc") == 0) {
+			long n = atol(a);
+			size_t size = strtoull(b, NULL, 0);
+			printf("benchlibc %ld %zu %.1f\n", n, size, benchlibc(n, size));
 		} else if (strcmp(cmd, "benchnull") == 0) {
 			long n = atol(a);
 			for (int i = 0; i < 1000; i++)

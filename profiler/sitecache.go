@@ -1,0 +1,85 @@
+package profiler
+
+import (
+	"strings"
+
+	"github.com/memreplay/memreplay/trace"
+)
+
+// siteFrames gives Finish's site table its labels and trimmed frames with
+// each distinct frame classified and formatted once. Real snapshots have
+// thousands of stacks of 20 to 100 frames drawn from far fewer distinct
+// frames, and TrimFrames tests every frame of every stack against
+// memory_viz's eighteen substrings: computed per stack, that was 12% of a
+// report's time on the real snapshots (docs/performance.md). The results
+// are exactly SiteLabel's and TrimFrames' (TestSiteFramesMatchTrimFrames).
+type siteFrames struct {
+	stacks *trace.Stacks
+	info   []frameInfo // by frame index
+	trim   []uint32    // scratch
+}
+
+type frameInfo struct {
+	done      bool
+	hidden    bool // memory_viz hides it
+	allocator bool // the allocator's own entry point
+	python    bool // a .py file: SiteFrame's first choice
+	plumbing  bool
+	text      string // FormatFrame
+}
+
+func newSiteFrames(s *trace.Stacks) *siteFrames {
+	return &siteFrames{stacks: s, info: make([]frameInfo, s.NumFrames())}
+}
+
+func (c *siteFrames) frame(i uint32) *frameInfo {
+	fi := &c.info[i]
+	if !fi.done {
+		f := c.stacks.Frame(i)
+		*fi = frameInfo{done: true, hidden: hidden(f), allocator: allocatorFrame(f),
+			python: strings.HasSuffix(f.Filename, ".py"), plumbing: plumbing(f.Name), text: FormatFrame(f)}
+	}
+	return fi
+}
+
+// trimmed is TrimFrames on frame indices, in c.trim (valid until the next
+// call).
+func (c *siteFrames) trimmed(idx []uint32) []uint32 {
+	out := c.trim[:0]
+	for _, i := range idx {
+		fi := c.frame(i)
+		if fi.hidden || (len(out) == 0 && fi.allocator) {
+			continue
+		}
+		out = append(out, i)
+	}
+	c.trim = out
+	if len(out) == 0 {
+		return idx
+	}
+	return out
+}
+
+// site returns SiteLabel and the formatted TrimFrames of stack id.
+func (c *siteFrames) site(id trace.StackID) (label string, frames []string) {
+	idx := c.stacks.FrameIndices(id)
+	if len(idx) == 0 {
+		return "<no stack>", nil
+	}
+	t := c.trimmed(idx)
+	frames = make([]string, len(t))
+	for k, i := range t {
+		frames[k] = c.info[i].text
+	}
+	for _, i := range idx {
+		if fi := c.frame(i); fi.python {
+			return fi.text, frames
+		}
+	}
+	for _, i := range t {
+		if !c.info[i].plumbing {
+			return c.info[i].text, frames
+		}
+	}
+	return c.info[t[0]].text, frames
+}
