@@ -79,6 +79,9 @@ func (w *worker) end() error {
 	}
 	w.phase = phaseStart
 	r.clock.waitFor(w.id, float64(wait))
+	// What the task held is back (its blocks, and its process when the
+	// policy ended it): parked workers ask again.
+	r.wakeHeld()
 	return nil
 }
 

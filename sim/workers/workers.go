@@ -156,6 +156,14 @@ type Options struct {
 	Policy  Policy
 	// Next hands worker w its next task at simulated time now; ok=false: w stops.
 	Next func(w int, now time.Duration) (t Task, ok bool)
+	// Hold, if set, is asked before Next each time worker w is free to
+	// start a task: true parks w (no step, no process started) until a
+	// task ends anywhere or a worker stops, when every parked worker asks
+	// again, in worker order. It is how a scheduler that admits trials by
+	// the memory they need (sim/packing) waits for room. Holding the last
+	// worker that could make progress is an error Run returns: a parked
+	// worker is only woken by another's task.
+	Hold func(w int, now time.Duration) bool
 	// Done is called once per task, in simulated-time order of task ends; an
 	// error from Done stops the run and Run returns it (the study persists here).
 	Done func(r TaskResult) error
