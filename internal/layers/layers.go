@@ -75,8 +75,9 @@ var Packages = map[string]Place{
 	"sim/demo":                       {Sim, 1},
 	"sim/replay/realgpu":             {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
-	"sim/par":                        {Sim, 2},
-	"sim/study":                      {Sim, 2},
+	"sim/packing":                    {Sim, 2},
+	"sim/par":                        {Sim, 3},
+	"sim/study":                      {Sim, 3},
 
 	"profiler":        {Profiler, 0},
 	"profiler/report": {Profiler, 1},
