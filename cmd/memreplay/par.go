@@ -54,7 +54,7 @@ Flags:
 
 func parCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("par", parHelp, stderr)
-	capacity := fs.String("capacity", "24GiB", "GPU memory")
+	capacity := fs.String("capacity", "24GiB", "GPU memory: a size, or rtx-24gb (23.56 GiB, a 24 GB card as PyTorch reports it)")
 	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", gpu.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
 	confs := fs.StringArray("alloc-conf", nil, `allocator settings to compare, PYTORCH_CUDA_ALLOC_CONF syntax (repeatable; "" is PyTorch's defaults; default: "" and expandable_segments:True)`)
 	maxPAR := fs.Int("max-par", simpar.DefaultMaxPAR, "largest PAR to try (k = 1..max-par)")
@@ -89,7 +89,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		Policy: workers.Policy{EmptyCacheBetweenTrials: *emptyCache, DoubleClear: *doubleClear},
 	}
 	var err error
-	if o.Capacity, err = parseSize(*capacity); err != nil {
+	if o.Capacity, err = parseCapacity(*capacity); err != nil {
 		return usageError{fmt.Errorf("--capacity: %v", err)}
 	}
 	if o.ContextOverhead, err = parseSize(*ctx); err != nil {

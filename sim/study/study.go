@@ -144,7 +144,11 @@ type Options struct {
 	// Trials is the study's size. For the grid sampler 0 means the whole
 	// grid, and more than the grid is an error.
 	Trials  int
-	Workers int // PAR; at least 1
+	Workers int // PAR; at least 1. Under the packed schedule: the most trials at once
+	// Schedule is FixedSchedule ("" too) or PackedSchedule; Packing
+	// configures the latter.
+	Schedule string
+	Packing  Packing
 	Seed    uint64
 	// Capacity of the simulated GPU in bytes; ContextOverhead per process
 	// (0: sim's default, 500 MiB).
@@ -209,6 +213,7 @@ type study struct {
 	proc         []int
 	trialsInProc []int
 	cause        map[int]string
+	resetEvery   int // the engine's ResetEvery (the packed schedule sets 1)
 }
 
 // Run runs (or resumes) a study.
@@ -229,7 +234,7 @@ func Run(o Options) (*Result, error) {
 	if o.Policy.PruneOnOOM {
 		onOOM = workers.PruneOnOOM
 	}
-	sum, err := workers.Run(workers.Options{
+	wo := workers.Options{
 		GPU: gpu, Alloc: &s.cfg, Workers: o.Workers, Stagger: stagger,
 		Policy: workers.Policy{
 			OnOOM: onOOM, EmptyCacheBetweenTrials: o.Policy.EmptyCache, DoubleClear: o.Policy.DoubleClear,
@@ -240,7 +245,14 @@ func Run(o Options) (*Result, error) {
 		Next:    s.nextTask,
 		Done:    s.doneTask,
 		Fault:   s.fault,
-	})
+	}
+	if o.Schedule == PackedSchedule {
+		if _, err := s.packed(&wo); err != nil {
+			return res, err
+		}
+		s.resetEvery = wo.Policy.ResetEvery
+	}
+	sum, err := workers.Run(wo)
 	res.Summary = sum
 	if err == nil {
 		err = s.err
@@ -282,12 +294,20 @@ func newStudy(o Options) (*study, error) {
 		return nil, fmt.Errorf("estimate margin %v: want 0 or more", p.EstimateMargin)
 	case o.ComputeShare < 0 || o.ComputeShare > 1:
 		return nil, fmt.Errorf("compute share %v: want (0, 1]", o.ComputeShare)
+	case o.Schedule != "" && o.Schedule != FixedSchedule && o.Schedule != PackedSchedule:
+		return nil, fmt.Errorf("schedule %q: want %s or %s", o.Schedule, FixedSchedule, PackedSchedule)
+	case o.Schedule == PackedSchedule && p.EstimatePrune:
+		return nil, fmt.Errorf("estimate-prune and the packed schedule exclude each other: packing prunes what cannot fit alone, and admits the rest by memory")
+	case o.Packing.Predict != "" && o.Packing.Predict != AnalyticPredictor && o.Packing.Predict != ReplayPredictor:
+		return nil, fmt.Errorf("predict %q: want %s or %s", o.Packing.Predict, AnalyticPredictor, ReplayPredictor)
+	case o.Packing.Margin < 0:
+		return nil, fmt.Errorf("pack margin %v: want 0 or more", o.Packing.Margin)
 	}
 	cfg, err := config.Parse(o.AllocConf)
 	if err != nil {
 		return nil, fmt.Errorf("alloc-conf %q: %v", o.AllocConf, err)
 	}
-	s := &study{o: o, cfg: cfg, done: map[int]bool{}, cause: map[int]string{}}
+	s := &study{o: o, cfg: cfg, done: map[int]bool{}, cause: map[int]string{}, resetEvery: p.ResetEvery}
 	switch o.Sampler {
 	case "", RandomSampler:
 		if o.Trials < 1 {
@@ -466,7 +486,7 @@ func (s *study) doneTask(r workers.TaskResult) error {
 	if r.Outcome != workers.Failed {
 		s.trialsInProc[w]++
 	}
-	reset := s.o.Policy.ResetEvery > 0 && s.trialsInProc[w] >= s.o.Policy.ResetEvery
+	reset := s.resetEvery > 0 && s.trialsInProc[w] >= s.resetEvery
 	if r.Outcome == workers.PrunedOOM && s.o.Policy.OOMCorrupts > 0 && !reset {
 		rng := rand.New(rand.NewPCG(s.o.Seed^saltCorrupt, uint64(id)))
 		if rng.Float64() < s.o.Policy.OOMCorrupts {
