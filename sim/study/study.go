@@ -145,10 +145,6 @@ type Options struct {
 	// grid, and more than the grid is an error.
 	Trials  int
 	Workers int // PAR; at least 1. Under the packed schedule: the most trials at once
-	// Schedule is FixedSchedule ("" too) or PackedSchedule; Packing
-	// configures the latter.
-	Schedule string
-	Packing  Packing
 	Seed    uint64
 	// Capacity of the simulated GPU in bytes; ContextOverhead per process
 	// (0: sim's default, 500 MiB).
@@ -163,6 +159,10 @@ type Options struct {
 	// Gap is each worker's setup time between trials; StartupCost a fresh
 	// process's start-up time (workers.Policy).
 	Gap, StartupCost time.Duration
+	// Schedule is FixedSchedule ("" too) or PackedSchedule; Packing
+	// configures the latter.
+	Schedule string
+	Packing  Packing
 
 	// State is the state file; "" keeps the study in memory only.
 	State string
