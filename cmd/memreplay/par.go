@@ -68,6 +68,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after every trial")
 	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
+	packed := fs.Bool("packed", true, "also run each mix's trials under the packed schedule (admitted by their memory, at most --max-par at once); false: fixed PARs only")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
@@ -85,7 +86,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	o := simpar.Options{
 		MaxPAR: *maxPAR, Mixes: *mixes, Seed: *seed, Confidence: *confidence,
-		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel,
+		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel, Packed: *packed,
 		Policy: workers.Policy{EmptyCacheBetweenTrials: *emptyCache, DoubleClear: *doubleClear},
 	}
 	var err error
@@ -221,6 +222,10 @@ func parSection(r *simpar.Report) *report.PARSection {
 		sec.Saturation = append(sec.Saturation, sat)
 		sec.Notes = append(sec.Notes, fmt.Sprintf("%s: safe PAR at %s confidence %d, no OOM seen up to PAR %d, naive estimate %d (median trial) / %d (largest)",
 			name, fmt.Sprintf("%.0f%%", 100*r.Confidence), res.SafePAR, res.NoOOMPAR, res.NaiveMedian, res.NaiveMax))
+		if pk := res.Packed; pk != nil {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s, packed (trials admitted by their memory, at most %d at once): %d/%d mixes with an OOM, %.1f trials/h (%.2fx PAR 1)",
+				name, r.MaxPAR, pk.MixesWithOOM, pk.Mixes, pk.TrialsPerHour, pk.Speedup))
+		}
 	}
 	return sec
 }

@@ -79,6 +79,9 @@ type Item struct {
 	Label string
 	Spec  trial.Spec // what Predict sees; Spec.Model.Name keys the learned ratio
 	Open  func() (trace.Reader, error)
+	// Predicted, when not 0, is the trial's prediction already made (a
+	// measured solo run, a trace's recorded peak): Predict is not asked.
+	Predicted uint64
 }
 
 // Options configure a Scheduler.
@@ -199,7 +202,10 @@ func (s *Scheduler) fill(now time.Duration) {
 			s.drained = true
 			return
 		}
-		p := s.o.Predict(it.Spec)
+		p := it.Predicted
+		if p == 0 {
+			p = s.o.Predict(it.Spec)
+		}
 		if p+s.ctx > s.o.Capacity {
 			if s.o.Reject != nil {
 				s.err = s.o.Reject(it, p+s.ctx, now)

@@ -23,13 +23,18 @@ type Predictor func(trial.Spec) (reservedBytes uint64)
 func Analytic(s trial.Spec) uint64 { return s.Estimate().PeakBytes }
 
 // Replay predicts by running the trial model alone, in one process with
-// allocator setting cfg, on a simulated GPU too large to run out: its peak
-// reserved. In this simulator that is what the trial will reserve when it
-// runs beside others that leave it room (each process has its own
-// allocator, and with room no cudaMalloc fails), so the prediction is exact
-// here; on a real GPU its error is the trial model's (docs/trial-model.md).
-// Predictions are kept by the spec's label; safe for concurrent use.
-func Replay(cfg config.Config) Predictor {
+// allocator setting cfg, on the card (capacity, one context of ctx bytes;
+// 0: gpu.DefaultContextOverhead): its peak reserved. In this simulator that
+// is what the trial will reserve when it runs beside others that leave it
+// that much (each process has its own allocator, and with room no
+// cudaMalloc fails), so the prediction is exact here; on a real GPU its
+// error is the trial model's (docs/trial-model.md). A trial that fits
+// alone only because its allocator released its cache and retried
+// predicts its peak under that pressure, close to the card's size, so it
+// runs alone; one that runs out of memory even alone predicts more than
+// the card (the scheduler rejects it). Predictions are kept by the spec's
+// label; safe for concurrent use.
+func Replay(cfg config.Config, capacity, ctx uint64) Predictor {
 	var mu sync.Mutex
 	seen := map[string]uint64{}
 	return func(s trial.Spec) uint64 {
@@ -40,7 +45,7 @@ func Replay(cfg config.Config) Predictor {
 		if ok {
 			return p
 		}
-		p = replayAlone(cfg, s)
+		p = replayAlone(cfg, capacity, ctx, s)
 		mu.Lock()
 		seen[key] = p
 		mu.Unlock()
@@ -48,13 +53,14 @@ func Replay(cfg config.Config) Predictor {
 	}
 }
 
-// replayAlone is the trial's peak reserved alone; a trial that cannot be
-// generated predicts nothing (0), and fails when it runs.
-func replayAlone(cfg config.Config, s trial.Spec) uint64 {
+// replayAlone is the trial's peak reserved alone, or the capacity when it
+// does not complete alone; a trial that cannot be generated predicts
+// nothing (0), and fails when it runs.
+func replayAlone(cfg config.Config, capacity, ctx uint64, s trial.Spec) uint64 {
 	given := false
 	var peak uint64
 	_, err := workers.Run(workers.Options{
-		GPU:     gpu.Options{Name: "predict", Capacity: 1 << 50, NoContextOverhead: true},
+		GPU:     gpu.Options{Name: "predict", Capacity: capacity, ContextOverhead: ctx},
 		Alloc:   &cfg,
 		Workers: 1,
 		Next: func(int, time.Duration) (workers.Task, bool) {
@@ -64,7 +70,13 @@ func replayAlone(cfg config.Config, s trial.Spec) uint64 {
 			given = true
 			return workers.Task{ID: 1, Label: s.String(), Open: s.Reader}, true
 		},
-		Done: func(r workers.TaskResult) error { peak = r.PeakReserved; return nil },
+		Done: func(r workers.TaskResult) error {
+			peak = r.PeakReserved
+			if r.Outcome != workers.Completed {
+				peak = capacity // with its context, more than the card
+			}
+			return nil
+		},
 	})
 	if err != nil {
 		return 0

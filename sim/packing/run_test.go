@@ -102,7 +102,7 @@ func TestPackedNeverOverCommitsAndRunsOOMFree(t *testing.T) {
 	}
 	for seed := uint64(1); seed <= 3; seed++ {
 		it := bertFamily(t, seed, 40)
-		out := pack(t, it, packing.Replay(config.Default()), 1)
+		out := pack(t, it, packing.Replay(config.Default(), 24125<<20, 0), 1)
 		assert.Equal(t, len(it), len(out.results)+out.rejected, "seed %d: every trial ran or was rejected", seed)
 		most, alone := 0, 0
 		for _, a := range out.adm {

@@ -37,9 +37,17 @@ func write(w io.Writer, r *Report, md bool) error {
 		p.heading("alloc-conf " + name)
 		header := []string{"PAR", "P(OOM)", "bound " + conf, "OOMs", "too big", "retries", "peak used", "of GPU", "headroom", "waste", "unalloc max", "trials/h", "speedup"}
 		var rows [][]string
-		for _, row := range res.Rows {
+		all := res.Rows
+		if res.Packed != nil {
+			all = append(all[:len(all):len(all)], *res.Packed)
+		}
+		for _, row := range all {
+			label := fmt.Sprint(row.PAR)
+			if row.PAR == 0 {
+				label = "packed"
+			}
 			rows = append(rows, []string{
-				fmt.Sprint(row.PAR),
+				label,
 				fmt.Sprintf("%d/%d", row.MixesWithOOM, row.Mixes),
 				pct(row.POOMUpper),
 				fmt.Sprint(row.OOMs),
@@ -58,6 +66,9 @@ func write(w io.Writer, r *Report, md bool) error {
 			return err
 		}
 		p.line(verdict(r, &res))
+		if pk := res.Packed; pk != nil {
+			p.line(packedVerdict(r, &res))
+		}
 		if res.SoloTooBig > 0 {
 			p.line(fmt.Sprintf("%d of %d trials drawn do not fit even alone (pruned at any PAR; a pre-trial estimate or model-aware limits would skip them)",
 				res.SoloTooBig, res.SoloTrials))
@@ -89,9 +100,24 @@ func write(w io.Writer, r *Report, md bool) error {
 		"OOMs: all OutOfMemoryErrors; too big: pruned trials that do not fit even alone. "+
 		"Safe PAR: the largest PAR whose bound, and every smaller PAR's, is below %s (needs at least %d mixes). "+
 		"Peak used: the GPU's peak over the mixes, contexts included. Waste: 1 - peak live / peak reserved. "+
-		"Unalloc max: the largest reserved-but-unallocated cache at a trial's end. Trials/h: completed trials, steady state.",
+		"Unalloc max: the largest reserved-but-unallocated cache at a trial's end. Trials/h: completed trials, steady state "+
+		"(packed: while trials were waiting to start).",
 		conf, pct(1-r.Confidence), r.MixesNeeded))
 	return p.err
+}
+
+// packedVerdict compares the packed row with the best safe fixed PAR.
+func packedVerdict(r *Report, res *Result) string {
+	pk := res.Packed
+	s := fmt.Sprintf("packed (each mix's %d trials admitted by their peak reserved alone, at most %d at once): %d/%d mixes with an OOM, %.1f trials/h",
+		r.MaxPAR*r.TrialsPerWorker, r.MaxPAR, pk.MixesWithOOM, pk.Mixes, pk.TrialsPerHour)
+	if res.BestPAR > 0 {
+		best := res.Rows[res.BestPAR-1].TrialsPerHour
+		if best > 0 {
+			s += fmt.Sprintf(", %.2fx the best safe fixed PAR (%d)", pk.TrialsPerHour/best, res.BestPAR)
+		}
+	}
+	return s
 }
 
 // verdict says what the rows mean for this setting, in one line.

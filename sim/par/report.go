@@ -27,6 +27,10 @@ type Report struct {
 type Result struct {
 	Setting string `json:"alloc_conf"`
 	Rows    []Row  `json:"rows"` // PAR 1..MaxPAR
+	// Packed is the packed schedule's row (PAR 0), when it ran: the same
+	// mixes' trials admitted by their predicted memory, at most MaxPAR at
+	// once; its Speedup is over PAR 1.
+	Packed *Row `json:"packed,omitempty"`
 	// SafePAR is the largest PAR with no OOM at the confidence (package
 	// comment); 0 when not even PAR 1 qualifies.
 	SafePAR int `json:"safe_par"`

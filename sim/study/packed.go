@@ -36,7 +36,7 @@ type Packing struct {
 func (s *study) predictor() (packing.Predictor, float64, error) {
 	switch s.o.Packing.Predict {
 	case "", ReplayPredictor:
-		return packing.Replay(s.cfg), 1, nil
+		return packing.Replay(s.cfg, s.o.Capacity, s.o.ContextOverhead), 1, nil
 	case AnalyticPredictor:
 		return packing.Analytic, 0, nil
 	}

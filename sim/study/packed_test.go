@@ -20,14 +20,13 @@ func packedOptions(trials int) Options {
 // The packed study on the BERT-family space: no trial runs out of memory,
 // the trials that ran at the same time never held more than the card (each
 // one's peak reserved and context, summed over every moment a trial
-// started), some ran side by side, and what cannot fit alone was pruned
-// before it ran.
+// started), some ran side by side, only trials alone had to retry, and
+// what cannot fit alone was pruned before it ran.
 func TestPackedStudyIsOOMFreeAndShares(t *testing.T) {
 	o := packedOptions(trialsN(60))
 	res, rep := run(t, o)
 	assert.Zero(t, rep.PrunedOOM)
 	assert.Zero(t, rep.OOMs)
-	assert.Zero(t, rep.Retries, "no cudaMalloc failed: the budget held")
 	assert.Equal(t, o.Trials, rep.Completed+rep.PrunedEstimate)
 	recs := res.State.Records
 	most := 0
@@ -46,6 +45,15 @@ func TestPackedStudyIsOOMFreeAndShares(t *testing.T) {
 		}
 		assert.LessOrEqual(t, sum, o.Capacity, "at trial %d's start", r.ID)
 		most = max(most, n)
+		if r.Retries > 0 {
+			// Only a trial that needs the whole card (it fits alone by
+			// releasing its cache) may see a cudaMalloc fail.
+			for _, q := range recs {
+				if q.ID != r.ID && q.Outcome != PrunedEstimate && q.StartUS < r.EndUS && q.EndUS > r.StartUS {
+					t.Errorf("trial %d retried while trial %d ran beside it", r.ID, q.ID)
+				}
+			}
+		}
 	}
 	assert.GreaterOrEqual(t, most, 2, "small trials shared the GPU")
 	assert.Contains(t, rep.Label, "packed (replay prediction, at most 8 at once)")
