@@ -38,3 +38,26 @@ func TestPackedRowIsOOMFreeAndBeatsTheSafePAR(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, rep.Results[0].Packed)
 }
+
+// The configurations that ran out of memory beside others are named, most
+// often first, and counted from the sharing OOMs only.
+func TestOOMConfigsNameTheTrialsThatCannotShare(t *testing.T) {
+	rep, err := par.Run(small(t))
+	require.NoError(t, err)
+	def := rep.Results[0]
+	require.NotEmpty(t, def.OOMConfigs)
+	total, sharing := 0, 0
+	for i, c := range def.OOMConfigs {
+		total += c.OOMs
+		if i > 0 {
+			assert.LessOrEqual(t, c.OOMs, def.OOMConfigs[i-1].OOMs)
+		}
+	}
+	for _, row := range def.Rows {
+		sharing += row.PrunedOOM - row.TooBig
+	}
+	assert.LessOrEqual(t, total, sharing)
+	if len(def.OOMConfigs) < par.MaxOOMConfigs {
+		assert.Equal(t, sharing, total, "every sharing OOM is listed")
+	}
+}

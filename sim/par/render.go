@@ -69,6 +69,13 @@ func write(w io.Writer, r *Report, md bool) error {
 		if pk := res.Packed; pk != nil {
 			p.line(packedVerdict(r, &res))
 		}
+		if len(res.OOMConfigs) > 0 {
+			var cs []string
+			for _, c := range res.OOMConfigs {
+				cs = append(cs, fmt.Sprintf("%s (%d)", c.Label, c.OOMs))
+			}
+			p.line("ran out of memory beside others, most often (OOMs over all PARs): " + strings.Join(cs, "; "))
+		}
 		if res.SoloTooBig > 0 {
 			p.line(fmt.Sprintf("%d of %d trials drawn do not fit even alone (pruned at any PAR; a pre-trial estimate or model-aware limits would skip them)",
 				res.SoloTooBig, res.SoloTrials))

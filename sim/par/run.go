@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,9 @@ type mixResult struct {
 	rate        float64 // completed trials per second, steady state
 	deviceShare float64
 	resUnalloc  uint64 // max reserved-but-unallocated at a counted trial's end
+	// oomLabels are the counted trials that fit alone but ran out of
+	// memory here: the configurations that cannot share.
+	oomLabels []string
 }
 
 // runMix runs mx under setting s.
@@ -144,6 +148,7 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 				res.pruned++
 				if fits(w, i) {
 					res.oom = true
+					res.oomLabels = append(res.oomLabels, r.Task.Label)
 				} else {
 					res.tooBig++ // pruned at any PAR: not sharing's doing
 				}
@@ -407,6 +412,7 @@ func aggregate(o *Options, s Setting, rs, packed []mixResult, solos []solo) Resu
 		}
 		out.Rows = append(out.Rows, row)
 	}
+	out.OOMConfigs = oomConfigs(rs)
 	if len(packed) > 0 {
 		row := makeRow(o, 0, packed)
 		if out.Rows[0].TrialsPerHour > 0 {
@@ -462,4 +468,29 @@ func median(v []uint64) uint64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[(len(s)-1)/2]
+}
+
+// oomConfigs counts, per trial label, the sharing OOMs of all PARs' mixes,
+// most frequent first (ties by label), at most MaxOOMConfigs of them.
+func oomConfigs(rs []mixResult) []ConfigCount {
+	n := map[string]int{}
+	for _, r := range rs {
+		for _, l := range r.oomLabels {
+			n[l]++
+		}
+	}
+	var out []ConfigCount
+	for l, c := range n {
+		out = append(out, ConfigCount{Label: l, OOMs: c})
+	}
+	slices.SortFunc(out, func(a, b ConfigCount) int {
+		if a.OOMs != b.OOMs {
+			return b.OOMs - a.OOMs
+		}
+		return strings.Compare(a.Label, b.Label)
+	})
+	if len(out) > MaxOOMConfigs {
+		out = out[:MaxOOMConfigs]
+	}
+	return out
 }
