@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 	"time"
 
@@ -68,6 +69,8 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after every trial")
 	doubleClear := fs.Bool("double-clear", false, "the seeds' double clear after every trial (empty_cache, synchronize, gc, empty_cache)")
+	limits := fs.Int("limits", 0, "also compute, for this target PAR, each model's largest batch and sequence length (peaks per model x batch x length from the trial model) and print them as a space (needs a space, not traces)")
+	limitsSpace := fs.String("limits-space", "", "with --limits: write the limited space to this JSON file (feed it back with --space)")
 	packed := fs.Bool("packed", true, "also run each mix's trials under the packed schedule (admitted by their memory, at most --max-par at once); false: fixed PARs only")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
@@ -81,6 +84,11 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if *html != "" {
 		if err := canWrite("--html", *html); err != nil {
+			return err
+		}
+	}
+	if *limitsSpace != "" {
+		if err := canWrite("--limits-space", *limitsSpace); err != nil {
 			return err
 		}
 	}
@@ -111,6 +119,12 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--steps %d: want 0 or more", *steps)}
 	case o.ContextOverhead >= o.Capacity:
 		return usageError{fmt.Errorf("--context-overhead %s is not below --capacity %s", *ctx, *capacity)}
+	case *limits < 0 || *limits > 64:
+		return usageError{fmt.Errorf("--limits %d: want a target PAR in 1..64 (0: none)", *limits)}
+	case *limits > 0 && fs.NArg() > 0:
+		return usageError{fmt.Errorf("--limits needs a search space: trace files have no batch or length to limit")}
+	case *limitsSpace != "" && *limits == 0:
+		return usageError{fmt.Errorf("--limits-space goes with --limits K")}
 	case fs.NArg() > 0 && (*spaceFile != "" || *unconstrained || *steps != 0):
 		return usageError{fmt.Errorf("trace files and --space/--unconstrained/--steps exclude each other: trials come from one or the other")}
 	}
@@ -125,6 +139,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		o.Settings = append(o.Settings, simpar.Setting{Name: c, Config: *cfg})
 	}
 
+	var limSpace study.Space
 	if fs.NArg() > 0 {
 		trials, notes, err := simpar.FromTraces(fs.Args())
 		if err != nil {
@@ -152,6 +167,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			o.Source += fmt.Sprintf(", %d steps per trial", *steps)
 		}
 		o.Sample = simpar.FromSpecs(space.Sample, *steps)
+		limSpace = space
+		if *steps > 0 {
+			limSpace.Steps = *steps
+		}
 	}
 
 	if p := newProgress(stderr, "par", 0, true); p != nil {
@@ -169,8 +188,28 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var lim *study.Limits
+	if *limits > 0 {
+		// The first setting's allocator: the peaks are its.
+		if lim, err = study.ModelLimits(limSpace, o.Capacity, o.ContextOverhead, o.Settings[0].Config, *limits, *parallel); err != nil {
+			return err
+		}
+		if *limitsSpace != "" {
+			b, err := json.MarshalIndent(lim.Space, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(*limitsSpace, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	if *html != "" {
-		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: parSection(rep)}); err != nil {
+		sec := parSection(rep)
+		if lim != nil {
+			sec.Notes = append(sec.Notes, limitsNotes(lim)...)
+		}
+		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: sec}); err != nil {
 			return err
 		}
 	}
@@ -178,11 +217,48 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		if lim != nil {
+			return enc.Encode(struct {
+				*simpar.Report
+				Limits *study.Limits `json:"limits"`
+			}{rep, lim})
+		}
 		return enc.Encode(rep)
 	case "markdown":
-		return simpar.WriteMarkdown(stdout, rep)
+		if err := simpar.WriteMarkdown(stdout, rep); err != nil || lim == nil {
+			return err
+		}
+		return writeLimits(stdout, lim, *limitsSpace, true)
 	}
-	return simpar.WriteTable(stdout, rep)
+	if err := simpar.WriteTable(stdout, rep); err != nil || lim == nil {
+		return err
+	}
+	return writeLimits(stdout, lim, *limitsSpace, false)
+}
+
+func writeLimits(w io.Writer, lim *study.Limits, file string, md bool) error {
+	if err := study.WriteLimits(w, lim, md); err != nil {
+		return err
+	}
+	if file != "" {
+		_, err := fmt.Fprintf(w, "\nThe limited space is in %s: memreplay par --space %s --max-par %d checks the promise.\n", file, file, lim.PAR)
+		return err
+	}
+	return nil
+}
+
+// limitsNotes are the limits as lines of the page.
+func limitsNotes(l *study.Limits) []string {
+	var out []string
+	for _, m := range l.Models {
+		if !m.Allowed {
+			out = append(out, fmt.Sprintf("PAR %d limit, %s: no configuration fits %d times", l.PAR, m.Model, l.PAR))
+			continue
+		}
+		out = append(out, fmt.Sprintf("PAR %d limit, %s: batch up to %d, sequence length up to %d, grad-accum %v (peak reserved %s)",
+			l.PAR, m.Model, m.MaxBatch, m.MaxSeqLen, m.GradAccum, allocator.FormatSize(m.PeakReserved)))
+	}
+	return out
 }
 
 // parSection is the page's view of a PAR search: P(OOM) and trials per
