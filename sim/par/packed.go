@@ -100,6 +100,7 @@ func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixRes
 			res.ooms += r.OOMs
 			res.retries += r.Retries
 			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
+			res.oomUnalloc = max(res.oomUnalloc, r.UnallocatedAtOOM)
 			return sched.Err()
 		},
 	})

@@ -35,7 +35,7 @@ func write(w io.Writer, r *Report, md bool) error {
 			name = "(PyTorch defaults)"
 		}
 		p.heading("alloc-conf " + name)
-		header := []string{"PAR", "P(OOM)", "bound " + conf, "OOMs", "too big", "retries", "peak used", "of GPU", "headroom", "waste", "unalloc max", "trials/h", "speedup"}
+		header := []string{"PAR", "P(OOM)", "bound " + conf, "OOMs", "too big", "retries", "peak used", "of GPU", "headroom", "waste", "unalloc at OOM", "trials/h", "speedup"}
 		var rows [][]string
 		all := res.Rows
 		if res.Packed != nil {
@@ -57,7 +57,7 @@ func write(w io.Writer, r *Report, md bool) error {
 				pct(float64(row.PeakUsedMax) / float64(r.Capacity)),
 				allocator.FormatSize(row.HeadroomMin),
 				pct(row.Waste),
-				allocator.FormatSize(row.ReservedUnallocatedMax),
+				unallocAtOOM(row),
 				fmt.Sprintf("%.1f", row.TrialsPerHour),
 				fmt.Sprintf("%.2fx", row.Speedup),
 			})
@@ -107,7 +107,8 @@ func write(w io.Writer, r *Report, md bool) error {
 		"OOMs: all OutOfMemoryErrors; too big: pruned trials that do not fit even alone. "+
 		"Safe PAR: the largest PAR whose bound, and every smaller PAR's, is below %s (needs at least %d mixes). "+
 		"Peak used: the GPU's peak over the mixes, contexts included. Waste: 1 - peak live / peak reserved. "+
-		"Unalloc max: the largest reserved-but-unallocated cache at a trial's end. Trials/h: completed trials, steady state "+
+		"Unalloc at OOM: the largest 'reserved by PyTorch but unallocated' of an OOM message (the cache's unused bytes when a trial ran out of memory). "+
+		"Trials/h: completed trials, steady state "+
 		"(packed: while trials were waiting to start).",
 		conf, pct(1-r.Confidence), r.MixesNeeded))
 	return p.err
@@ -143,6 +144,13 @@ func verdict(r *Report, res *Result) string {
 		s += fmt.Sprintf(" (the largest PAR tried: search further with --max-par)")
 	}
 	return s
+}
+
+func unallocAtOOM(row Row) string {
+	if row.PrunedOOM == 0 {
+		return "-"
+	}
+	return allocator.FormatSize(row.UnallocatedAtOOMMax)
 }
 
 func pct(f float64) string {

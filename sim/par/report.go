@@ -91,6 +91,10 @@ type Row struct {
 	// DeviceTimeShare is the fraction of the workers' time spent in device
 	// calls.
 	DeviceTimeShare float64 `json:"device_time_share"`
+	// UnallocatedAtOOMMax is the largest "reserved by PyTorch but
+	// unallocated" of an OOM message: what the cache held unused at the
+	// moment a trial ran out of memory (0 without OOM).
+	UnallocatedAtOOMMax uint64 `json:"unallocated_at_oom_max_bytes"`
 }
 
 // MaxOOMConfigs is how many configurations Result.OOMConfigs lists.

@@ -64,6 +64,7 @@ type mixResult struct {
 	rate        float64 // completed trials per second, steady state
 	deviceShare float64
 	resUnalloc  uint64 // max reserved-but-unallocated at a counted trial's end
+	oomUnalloc  uint64 // max reserved-but-unallocated at a counted trial's OOM
 	// oomLabels are the counted trials that fit alone but ran out of
 	// memory here: the configurations that cannot share.
 	oomLabels []string
@@ -161,6 +162,7 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 			res.ooms += r.OOMs
 			res.retries += r.Retries
 			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
+			res.oomUnalloc = max(res.oomUnalloc, r.UnallocatedAtOOM)
 			return nil
 		},
 	})
@@ -384,6 +386,7 @@ func makeRow(o *Options, k int, ms []mixResult) Row {
 			waste += 1 - float64(r.sum.PeakLive)/float64(r.sum.PeakReserved)
 		}
 		row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.resUnalloc)
+		row.UnallocatedAtOOMMax = max(row.UnallocatedAtOOMMax, r.oomUnalloc)
 		rate += r.rate
 		share += r.deviceShare
 	}

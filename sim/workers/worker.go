@@ -243,6 +243,7 @@ func (w *worker) event() error {
 		switch {
 		case errors.As(err, &oom):
 			w.res.Outcome = PrunedOOM
+			w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
 		case errors.Is(err, allocator.ErrFatal):
 			w.res.Outcome = Failed
 		default:

@@ -184,12 +184,17 @@ type TaskResult struct {
 	Start, End                  time.Duration // simulated clock
 	Events                      int64
 	PeakAllocated, PeakReserved uint64 // this worker's allocator during the task
-	ReservedUnallocated         uint64 // reserved - allocated right after the trial's end (before the between-trial policy): the seeds' "reserved but unallocated"
+	ReservedUnallocated         uint64 // reserved - allocated right after the trial's end (before the between-trial policy)
 	Retries, OOMs               int64
 	DeviceTime                  time.Duration // modelled device-call time during the task
 	// Process counts the worker's processes: 1 for its first, 2 after its
 	// first reset or restart, ...
 	Process int
+
+	// UnallocatedAtOOM is reserved - allocated of the worker's allocator at
+	// the trial's OOM (0 without one): the "X is reserved by PyTorch but
+	// unallocated" of the OOM message, the BERT-family study's 1.41 GiB.
+	UnallocatedAtOOM uint64
 }
 
 // Summary is what a run did.
