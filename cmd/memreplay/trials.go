@@ -66,7 +66,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	pruneOnOOM := fs.Bool("prune-on-oom", true, "an OOM prunes the trial and the study goes on; false: the study stops at the first OOM")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after each trial")
 	doubleClear := fs.Bool("double-clear", false, "the seeds' empty_cache; synchronize; gc.collect(); empty_cache after each trial")
-	resetEvery := fs.Int("reset-every", 0, "restart each worker's process (fresh context) every N trials; 0: never")
+	resetEvery := fs.Int("reset-every", 0, "reset each worker every N trials (--reset-kind); 0: never")
+	resetKind := fs.String("reset-kind", study.ResetRestart, "what --reset-every does: restart (the process exits, a fresh context starts) or clear (the seeds' \"GPU reset\": empty_cache, synchronize, gc.collect, empty_cache in the same process)")
 	estimatePrune := fs.Bool("estimate-prune", false, "prune trials whose estimated peak does not fit capacity/PAR before they run")
 	estimateMargin := fs.Float64("estimate-margin", study.DefaultEstimateMargin, "allocator overhead added to the estimate (0.1 = 10%)")
 	restart := fs.Bool("restart-on-error", false, "restart a worker with a fresh context after a sticky device error")
@@ -118,6 +119,13 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 			ResetEvery: *resetEvery, EstimatePrune: *estimatePrune, EstimateMargin: *estimateMargin,
 			RestartOnError: *restart, MaxFailures: *maxFailures, OOMCorrupts: *oomCorrupts, FaultRate: *faultRate},
 		Packing: study.Packing{Predict: *predict, Margin: *packMargin}}
+	switch *resetKind {
+	case study.ResetRestart:
+	case study.ResetClear:
+		o.Policy.ResetKind = study.ResetClear
+	default:
+		return usageError{fmt.Errorf("--reset-kind %q: want restart or clear", *resetKind)}
+	}
 	switch *schedule {
 	case study.FixedSchedule, study.PackedSchedule, "compare":
 	default:

@@ -59,6 +59,7 @@ func TestTrialsBadInput(t *testing.T) {
 		{[]string{"--predict", "analytic"}, "go with --schedule packed"},
 		{[]string{"--schedule", "compare", "--state", filepath.Join(dir, "c.jsonl")}, "no --state"},
 		{[]string{"--capacity", "rtx-48gb"}, "rtx-24gb"},
+		{[]string{"--reset-kind", "reboot"}, `--reset-kind "reboot"`},
 	} {
 		_, _, err := trials(c.args...)
 		require.Error(t, err, c.args)

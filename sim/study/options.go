@@ -41,6 +41,8 @@ type OptionsJSON struct {
 	Schedule   string  `json:"schedule,omitempty"`
 	Predict    string  `json:"predict,omitempty"`
 	PackMargin float64 `json:"pack_margin,omitempty"`
+	// ResetKind is empty for a process restart, as headers had it.
+	ResetKind string `json:"reset_kind,omitempty"`
 }
 
 // JSON is the header form of o.
@@ -57,6 +59,9 @@ func (o Options) JSON() OptionsJSON {
 		MaxFailures: p.MaxFailures, OOMCorrupts: p.OOMCorrupts, FaultRate: p.FaultRate,
 		StaggerUS: o.Stagger.Microseconds(), ComputeShare: o.ComputeShare,
 		GapUS: o.Gap.Microseconds(), StartupUS: o.StartupCost.Microseconds()}
+	if p.ResetKind == ResetClear {
+		j.ResetKind = ResetClear
+	}
 	if o.Schedule == PackedSchedule {
 		j.Schedule, j.Predict, j.PackMargin = PackedSchedule, o.Packing.Predict, o.Packing.Margin
 		if j.Predict == "" {

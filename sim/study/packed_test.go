@@ -111,3 +111,18 @@ func TestPackedRefusesEstimatePrune(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "exclude each other")
 }
+
+// The seeds' "GPU reset" (a clear in the same process) does not cure a
+// context an OOM corrupted; a process restart does.
+func TestResetByClearKeepsACorruptedContext(t *testing.T) {
+	o := baseOptions(trialsN(40))
+	o.Policy.OOMCorrupts, o.Policy.RestartOnError, o.Policy.ResetEvery = 1, true, 1
+	_, restart := run(t, o)
+	require.Positive(t, restart.PrunedOOM, "the setup must have OOMs")
+	assert.Zero(t, restart.Failed, "a fresh process after every trial: no corruption survives")
+	o.Policy.ResetKind = ResetClear
+	_, clear := run(t, o)
+	assert.Positive(t, clear.Failed, "the clear keeps the corrupted context")
+	assert.Contains(t, clear.Label, "reset-every 1 (clear, same process)")
+	assert.Equal(t, ResetClear, o.JSON().ResetKind)
+}

@@ -100,7 +100,11 @@ func PolicyLabel(o OptionsJSON) string {
 		p = append(p, "empty-cache")
 	}
 	if o.ResetEvery > 0 {
-		p = append(p, fmt.Sprintf("reset-every %d", o.ResetEvery))
+		if o.ResetKind == ResetClear {
+			p = append(p, fmt.Sprintf("reset-every %d (clear, same process)", o.ResetEvery))
+		} else {
+			p = append(p, fmt.Sprintf("reset-every %d", o.ResetEvery))
+		}
 	}
 	if o.EstimatePrune {
 		p = append(p, "estimate-prune")

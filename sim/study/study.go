@@ -135,7 +135,19 @@ type Policy struct {
 	MaxFailures    int     // 0 means 3
 	OOMCorrupts    float64 // probability that an OOM corrupts the worker's context
 	FaultRate      float64 // probability of a sticky error per trial
+	// ResetKind is what ResetEvery's reset is: ResetRestart ("" too), the
+	// worker's process exits and a fresh one starts; or ResetClear, the
+	// seeds' "GPU reset", which was the double clear in the same process
+	// (seed 000, Fix 3: empty_cache, synchronize, gc.collect,
+	// empty_cache), so a corrupted context survives it.
+	ResetKind string
 }
+
+// Reset kinds.
+const (
+	ResetRestart = "restart"
+	ResetClear   = "clear"
+)
 
 // Options are one study.
 type Options struct {
@@ -240,6 +252,7 @@ func Run(o Options) (*Result, error) {
 			OnOOM: onOOM, EmptyCacheBetweenTrials: o.Policy.EmptyCache, DoubleClear: o.Policy.DoubleClear,
 			ResetEvery: o.Policy.ResetEvery, RestartOnStickyError: o.Policy.RestartOnError,
 			MaxConsecutiveFailures: o.Policy.MaxFailures, Gap: o.Gap, StartupCost: o.StartupCost,
+			ResetByClear: o.Policy.ResetKind == ResetClear,
 		},
 		Compute: workers.Compute{Share: o.ComputeShare},
 		Next:    s.nextTask,
@@ -294,6 +307,8 @@ func newStudy(o Options) (*study, error) {
 		return nil, fmt.Errorf("estimate margin %v: want 0 or more", p.EstimateMargin)
 	case o.ComputeShare < 0 || o.ComputeShare > 1:
 		return nil, fmt.Errorf("compute share %v: want (0, 1]", o.ComputeShare)
+	case p.ResetKind != "" && p.ResetKind != ResetRestart && p.ResetKind != ResetClear:
+		return nil, fmt.Errorf("reset kind %q: want %s or %s", p.ResetKind, ResetRestart, ResetClear)
 	case o.Schedule != "" && o.Schedule != FixedSchedule && o.Schedule != PackedSchedule:
 		return nil, fmt.Errorf("schedule %q: want %s or %s", o.Schedule, FixedSchedule, PackedSchedule)
 	case o.Schedule == PackedSchedule && p.EstimatePrune:
@@ -307,7 +322,10 @@ func newStudy(o Options) (*study, error) {
 	if err != nil {
 		return nil, fmt.Errorf("alloc-conf %q: %v", o.AllocConf, err)
 	}
-	s := &study{o: o, cfg: cfg, done: map[int]bool{}, cause: map[int]string{}, resetEvery: p.ResetEvery}
+	s := &study{o: o, cfg: cfg, done: map[int]bool{}, cause: map[int]string{}}
+	if p.ResetKind != ResetClear {
+		s.resetEvery = p.ResetEvery // a clear keeps the process and its context
+	}
 	switch o.Sampler {
 	case "", RandomSampler:
 		if o.Trials < 1 {

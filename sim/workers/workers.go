@@ -129,6 +129,12 @@ type Policy struct {
 	// process start after the first of each worker: resets and restarts.
 	// 0: free.
 	StartupCost time.Duration
+	// ResetByClear makes ResetEvery's reset the seeds' "GPU reset": the
+	// double clear (empty_cache, synchronize, gc.collect, empty_cache) in
+	// the same process, every ResetEvery trials, instead of a process exit.
+	// The context stays, corrupted or not, and so does whatever the clear
+	// cannot release.
+	ResetByClear bool
 }
 
 // Fault injects a sticky device error (gpu.Process.InjectStickyError) into a
