@@ -241,7 +241,8 @@ func writeLimits(w io.Writer, lim *study.Limits, file string, md bool) error {
 		return err
 	}
 	if file != "" {
-		_, err := fmt.Fprintf(w, "\nThe limited space is in %s: memreplay par --space %s --max-par %d checks the promise.\n", file, file, lim.PAR)
+		_, err := fmt.Fprintf(w, "\nThe limited space is in %s: memreplay par --space %s --max-par %d --empty-cache checks the promise "+
+			"(the limits hold for workers that empty their cache between trials; a kept cache carries one trial's segments into the next).\n", file, file, lim.PAR)
 		return err
 	}
 	return nil

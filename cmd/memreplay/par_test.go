@@ -209,7 +209,7 @@ func TestParLimitsKeepTheirPromise(t *testing.T) {
 	}
 	out.Reset()
 	require.NoError(t, parCmd([]string{"--space", lim, "--capacity", "1GiB", "--context-overhead", "100MiB",
-		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--format", "json"}, &out, &errb), errb.String())
+		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--empty-cache", "--format", "json"}, &out, &errb), errb.String())
 	var rep struct {
 		Settings []struct {
 			SafePAR int `json:"safe_par"`
@@ -221,7 +221,7 @@ func TestParLimitsKeepTheirPromise(t *testing.T) {
 	// The space as given is not safe at 3: the limits changed something.
 	out.Reset()
 	require.NoError(t, parCmd([]string{"--space", space, "--capacity", "1GiB", "--context-overhead", "100MiB",
-		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--format", "json"}, &out, &errb), errb.String())
+		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--empty-cache", "--format", "json"}, &out, &errb), errb.String())
 	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
 	assert.Less(t, rep.Settings[0].SafePAR, 3)
 }

@@ -20,7 +20,11 @@ import (
 // peaks at once. That worst case (every trial at its peak at the same
 // moment, every one the biggest allowed) leaves no room for an OOM from
 // sharing whatever the mix, which is what makes the promise checkable:
-// `memreplay par` on the emitted space finds PAR k safe.
+// `memreplay par --empty-cache` on the emitted space finds PAR k safe. The
+// clear between trials is part of the promise: a worker that keeps its
+// cache starts a trial with the last one's segments, which can hold more
+// than the new trial's own peak once they fragment (on the BERT-family
+// space, 3 of 32 mixes at PAR 2 without it).
 //
 // Peaks come from the trial model run alone on the card (packing.Replay),
 // not from the analytic estimate, which runs up to 2.4 times short of what

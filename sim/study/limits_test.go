@@ -10,6 +10,7 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/par"
 	"github.com/memreplay/memreplay/sim/trial"
+	"github.com/memreplay/memreplay/sim/workers"
 )
 
 func limitsSpace(t *testing.T) Space {
@@ -25,8 +26,9 @@ func limitsSpace(t *testing.T) Space {
 			Attention: []string{trial.SDPA}, DynamicPadding: []bool{true}}}
 }
 
-// The promise of the limits: par on the emitted space finds the target
-// PAR safe, where the space as given is not.
+// The promise of the limits: par on the emitted space, with workers that
+// empty their cache between trials, finds the target PAR safe, where the
+// space as given is not.
 func TestLimitsSpaceGivesThePromisedPAR(t *testing.T) {
 	if testing.Short() {
 		t.Skip("par runs")
@@ -53,6 +55,7 @@ func TestLimitsSpaceGivesThePromisedPAR(t *testing.T) {
 
 	run := func(s Space) par.Result {
 		rep, err := par.Run(par.Options{Capacity: capacity, MaxPAR: k, Mixes: 16, Seed: 1, Confidence: 0.9,
+			Policy:   workers.Policy{EmptyCacheBetweenTrials: true},
 			Settings: []par.Setting{{Config: config.Default()}}, Sample: par.FromSpecs(s.Sample, 0), Source: s.Name})
 		require.NoError(t, err)
 		return rep.Results[0]
