@@ -100,11 +100,11 @@ func TestPackedNeverOverCommitsAndRunsOOMFree(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 3 x 40 trials")
 	}
+	most, alone := 0, 0
 	for seed := uint64(1); seed <= 3; seed++ {
-		it := bertFamily(t, seed, 40)
+		it := bertFamily(t, seed, trialsN(40))
 		out := pack(t, it, packing.Replay(config.Default(), 24125<<20, 0), 1)
 		assert.Equal(t, len(it), len(out.results)+out.rejected, "seed %d: every trial ran or was rejected", seed)
-		most, alone := 0, 0
 		for _, a := range out.adm {
 			most = max(most, a.Running)
 			if a.Alone {
@@ -112,14 +112,14 @@ func TestPackedNeverOverCommitsAndRunsOOMFree(t *testing.T) {
 				assert.Equal(t, 1, a.Running, "seed %d: trial %d was to run alone", seed, a.ID)
 			}
 		}
-		assert.GreaterOrEqual(t, most, 2, "seed %d: small trials ran side by side", seed)
-		assert.Positive(t, alone, "seed %d: the big trials ran alone", seed)
 		for _, r := range out.results {
 			assert.Equal(t, workers.Completed, r.Outcome, "seed %d: %s: %s", seed, r.Task.Label, r.Err)
 			assert.Zero(t, r.Retries, "seed %d: %s had to retry", seed, r.Task.Label)
 		}
 		assert.LessOrEqual(t, out.sum.PeakDeviceUsed, out.sum.Capacity)
 	}
+	assert.GreaterOrEqual(t, most, 2, "small trials ran side by side")
+	assert.Positive(t, alone, "the big trials ran alone")
 }
 
 // With the analytic estimate, which runs 1.0 to 2.4 times short of what a
@@ -129,7 +129,7 @@ func TestPackedAnalyticLearnsItsRatio(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 40 trials")
 	}
-	it := bertFamily(t, 1, 40)
+	it := bertFamily(t, 1, trialsN(40))
 	out := pack(t, it, packing.Analytic, 0)
 	alone := map[int]bool{}
 	most := 0
