@@ -30,8 +30,8 @@ func limitsSpace(t *testing.T) Space {
 // empty their cache between trials, finds the target PAR safe, where the
 // space as given is not.
 func TestLimitsSpaceGivesThePromisedPAR(t *testing.T) {
-	if testing.Short() {
-		t.Skip("par runs")
+	if testing.Short() || raceOn {
+		t.Skip("two par runs of BERT-sized trials (cmd/memreplay's TestParLimitsKeepTheirPromise checks the same on a tiny model)")
 	}
 	const capacity, k = 16 << 30, 2
 	sp := limitsSpace(t)
