@@ -22,10 +22,30 @@ type OutOfMemoryError struct {
 	// TooLarge marks a request of at least 2^60 bytes, refused before the
 	// allocator looks at it (no trace entry, not counted in num_ooms).
 	TooLarge bool
+	// Processes are the processes using the GPU at the failure, when the
+	// device can list them (ProcessLister; PyTorch asks NVML): the
+	// message's "Process N has X memory in use." clauses.
+	Processes []ProcessMemory
 }
 
-// Error returns PyTorch 2.2-2.9's message, without the per-process lines
-// that need NVML.
+// ProcessMemory is one process's use of the GPU, as NVML reports it
+// (nvmlDeviceGetComputeRunningProcesses): its context and all it holds.
+type ProcessMemory struct {
+	PID  int
+	Used uint64
+	Self bool // the process whose allocator failed
+}
+
+// ProcessLister is the optional Device capability behind the message's
+// per-process clauses: the processes on the GPU now, in the order NVML
+// lists them. A device without it gives the message without them, as
+// PyTorch does without NVML.
+type ProcessLister interface {
+	ComputeProcesses() []ProcessMemory
+}
+
+// Error returns PyTorch 2.2-2.9's message; the per-process clauses are
+// there when the device listed its processes (Processes).
 func (e *OutOfMemoryError) Error() string {
 	if e.TooLarge {
 		return "CUDA out of memory. Tried to allocate more than 1EB memory."
@@ -34,11 +54,19 @@ func (e *OutOfMemoryError) Error() string {
 	if e.Limited {
 		allowed = FormatSize(e.Allowed) + " allowed; "
 	}
-	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s"+
+	procs := ""
+	for _, p := range e.Processes {
+		if p.Self {
+			procs += "Including non-PyTorch memory, this process has " + FormatSize(p.Used) + " memory in use. "
+		} else {
+			procs += fmt.Sprintf("Process %d has %s memory in use. ", p.PID, FormatSize(p.Used))
+		}
+	}
+	return fmt.Sprintf("CUDA out of memory. Tried to allocate %s. GPU %d has a total capacity of %s of which %s is free. %s%s"+
 		"Of the allocated memory %s is allocated by PyTorch, and %s is reserved by PyTorch but unallocated. "+
 		"If reserved but unallocated memory is large try setting PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.  "+
 		"See documentation for Memory Management  (https://pytorch.org/docs/stable/notes/cuda.html#environment-variables)",
-		FormatSize(e.AllocSize), e.Device, FormatSize(e.DeviceTotal), FormatSize(e.DeviceFree), allowed,
+		FormatSize(e.AllocSize), e.Device, FormatSize(e.DeviceTotal), FormatSize(e.DeviceFree), procs, allowed,
 		FormatSize(e.Allocated), FormatSize(e.Reserved-e.Allocated))
 }
 

@@ -262,6 +262,9 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 	if a.setFraction {
 		e.Allowed, e.Limited = a.allowedMax, true
 	}
+	if pl, ok := a.dev.(ProcessLister); ok {
+		e.Processes = pl.ComputeProcesses()
+	}
 	return e
 }
 

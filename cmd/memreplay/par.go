@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -67,7 +68,7 @@ Flags:
 
 func parCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("par", parHelp, stderr)
-	capacity := fs.String("capacity", "24GiB", "GPU memory")
+	capacity := fs.String("capacity", "24GiB", "GPU memory: a size, or rtx-24gb (23.56 GiB, a 24 GB card as PyTorch reports it)")
 	ctx := fs.String("context-overhead", fmt.Sprintf("%dMiB", gpu.DefaultContextOverhead>>20), "memory each process's CUDA context takes")
 	policies := fs.StringArray("policy", nil, "allocator policies to compare, each under every --alloc-conf (repeatable; default: pytorch): "+strings.Join(allocator.PolicyNames(), ", "))
 	confs := fs.StringArray("alloc-conf", nil, `allocator settings to compare, PYTORCH_CUDA_ALLOC_CONF syntax (repeatable; "" is PyTorch's defaults; default: "" and expandable_segments:True)`)
@@ -86,6 +87,9 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	share := fs.Float64("trial-share", simpar.DefaultShare, "fraction of the GPU's compute one trial uses alone (an assumption: measure it)")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after every trial")
 	doubleClear := fs.Bool("double-clear", false, "the double clear after every trial: empty_cache, synchronize, gc.collect, empty_cache")
+	limits := fs.Int("limits", 0, "also compute, for this target PAR, each model's largest batch and sequence length (peaks per model x batch x length from the trial model) and print them as a space (needs a space, not traces)")
+	limitsSpace := fs.String("limits-space", "", "with --limits: write the limited space to this JSON file (feed it back with --space)")
+	packed := fs.Bool("packed", true, "also run each mix's trials under the packed schedule (admitted by their memory, at most --max-par at once); false: fixed PARs only")
 	parallel := fs.Int("parallel", 0, "mixes run at once (0: one per CPU); does not change the report")
 	format := fs.String("format", "table", "output: table, json or markdown")
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
@@ -102,13 +106,18 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 	}
+	if *limitsSpace != "" {
+		if err := canWrite("--limits-space", *limitsSpace); err != nil {
+			return err
+		}
+	}
 	o := simpar.Options{
 		MaxPAR: *maxPAR, Mixes: *mixes, Seed: *seed, Confidence: *confidence,
-		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel,
+		TrialsPerWorker: *perWorker, Share: *share, Parallel: *parallel, Packed: *packed,
 		Policy: workers.Policy{EmptyCacheBetweenTrials: *emptyCache, DoubleClear: *doubleClear},
 	}
 	var err error
-	if o.Capacity, err = parseSize(*capacity); err != nil {
+	if o.Capacity, err = parseCapacity(*capacity); err != nil {
 		return usageError{fmt.Errorf("--capacity: %v", err)}
 	}
 	if o.ContextOverhead, err = parseSize(*ctx); err != nil {
@@ -133,6 +142,12 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--optuna-storage and --study go together")}
 	case *optStorage != "" && (*spaceFile != "" || fs.NArg() > 0):
 		return usageError{fmt.Errorf("--optuna-storage, --space and trace files exclude each other: trials come from one of them")}
+	case *limits < 0 || *limits > 64:
+		return usageError{fmt.Errorf("--limits %d: want a target PAR in 1..64 (0: none)", *limits)}
+	case *limits > 0 && fs.NArg() > 0:
+		return usageError{fmt.Errorf("--limits needs a search space: trace files have no batch or length to limit")}
+	case *limitsSpace != "" && *limits == 0:
+		return usageError{fmt.Errorf("--limits-space goes with --limits K")}
 	case fs.NArg() > 0 && (*spaceFile != "" || *unconstrained || *steps != 0):
 		return usageError{fmt.Errorf("trace files and --space/--unconstrained/--steps exclude each other: trials come from one or the other")}
 	}
@@ -164,6 +179,7 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		}
 	}
 
+	var limSpace study.Space
 	if fs.NArg() > 0 {
 		trials, notes, err := simpar.FromTraces(fs.Args())
 		if err != nil {
@@ -197,6 +213,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			o.Source += fmt.Sprintf(", %d steps per trial", *steps)
 		}
 		o.Sample = simpar.FromSpecs(space.Sample, *steps)
+		limSpace = space
+		if *steps > 0 {
+			limSpace.Steps = *steps
+		}
 	}
 
 	if p := newProgress(stderr, "par", 0, *showProgress); p != nil {
@@ -207,8 +227,28 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var lim *study.Limits
+	if *limits > 0 {
+		// The first setting's allocator: the peaks are its.
+		if lim, err = study.ModelLimits(limSpace, o.Capacity, o.ContextOverhead, o.Settings[0].Config, o.Settings[0].Policy, *limits, *parallel); err != nil {
+			return err
+		}
+		if *limitsSpace != "" {
+			b, err := json.MarshalIndent(lim.Space, "", "  ")
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(*limitsSpace, append(b, '\n'), 0o644); err != nil {
+				return err
+			}
+		}
+	}
 	if *html != "" {
-		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: parSection(rep)}); err != nil {
+		sec := parSection(rep)
+		if lim != nil {
+			sec.Notes = append(sec.Notes, limitsNotes(lim)...)
+		}
+		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: sec}); err != nil {
 			return err
 		}
 	}
@@ -216,11 +256,49 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
+		if lim != nil {
+			return enc.Encode(struct {
+				*simpar.Report
+				Limits *study.Limits `json:"limits"`
+			}{rep, lim})
+		}
 		return enc.Encode(rep)
 	case "markdown":
-		return simpar.WriteMarkdown(stdout, rep)
+		if err := simpar.WriteMarkdown(stdout, rep); err != nil || lim == nil {
+			return err
+		}
+		return writeLimits(stdout, lim, *limitsSpace, true)
 	}
-	return simpar.WriteTable(stdout, rep)
+	if err := simpar.WriteTable(stdout, rep); err != nil || lim == nil {
+		return err
+	}
+	return writeLimits(stdout, lim, *limitsSpace, false)
+}
+
+func writeLimits(w io.Writer, lim *study.Limits, file string, md bool) error {
+	if err := study.WriteLimits(w, lim, md); err != nil {
+		return err
+	}
+	if file != "" {
+		_, err := fmt.Fprintf(w, "\nThe limited space is in %s: memreplay par --space %s --max-par %d --empty-cache checks the promise "+
+			"(the limits hold for workers that empty their cache between trials; a kept cache carries one trial's segments into the next).\n", file, file, lim.PAR)
+		return err
+	}
+	return nil
+}
+
+// limitsNotes are the limits as lines of the page.
+func limitsNotes(l *study.Limits) []string {
+	var out []string
+	for _, m := range l.Models {
+		if !m.Allowed {
+			out = append(out, fmt.Sprintf("PAR %d limit, %s: no configuration fits %d times", l.PAR, m.Model, l.PAR))
+			continue
+		}
+		out = append(out, fmt.Sprintf("PAR %d limit, %s: batch up to %d, sequence length up to %d, grad-accum %v (peak reserved %s)",
+			l.PAR, m.Model, m.MaxBatch, m.MaxSeqLen, m.GradAccum, allocator.FormatSize(m.PeakReserved)))
+	}
+	return out
 }
 
 // parSection is the page's view of a PAR search: P(OOM) and trials per
@@ -260,6 +338,10 @@ func parSection(r *simpar.Report) *report.PARSection {
 		sec.Saturation = append(sec.Saturation, sat)
 		sec.Notes = append(sec.Notes, fmt.Sprintf("%s: safe PAR at %s confidence %d, no OOM seen up to PAR %d, naive estimate %d (median trial) / %d (largest)",
 			name, fmt.Sprintf("%.0f%%", 100*r.Confidence), res.SafePAR, res.NoOOMPAR, res.NaiveMedian, res.NaiveMax))
+		if pk := res.Packed; pk != nil {
+			sec.Notes = append(sec.Notes, fmt.Sprintf("%s, packed (trials admitted by their memory, at most %d at once): %d/%d mixes with an OOM, %.1f trials/h (%.2fx PAR 1)",
+				name, r.MaxPAR, pk.MixesWithOOM, pk.Mixes, pk.TrialsPerHour, pk.Speedup))
+		}
 	}
 	return sec
 }

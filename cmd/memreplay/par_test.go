@@ -118,6 +118,9 @@ func TestParBadInput(t *testing.T) {
 		"space + trace": {"--space", "x.json", junk},
 		"missing trace": {filepath.Join(dir, "nope.pickle")},
 		"junk trace":    {junk},
+		"limits traces": {"--limits", "2", junk},
+		"limits-space":  {"--limits-space", filepath.Join(dir, "l.json")},
+		"limits range":  {"--limits", "-1"},
 	} {
 		var out, errb bytes.Buffer
 		err := parCmd(args, &out, &errb)
@@ -192,4 +195,33 @@ func TestParHTML(t *testing.T) {
 		}
 		assert.Equal(t, want, data.PAR.Saturation[i])
 	}
+}
+
+// --limits prints the peaks and limits and writes the limited space; par
+// on that space finds the promised PAR safe.
+func TestParLimitsKeepTheirPromise(t *testing.T) {
+	space := tinySpace(t)
+	lim := filepath.Join(t.TempDir(), "limited.json")
+	var out, errb bytes.Buffer
+	require.NoError(t, parCmd(quickPar(space, "--alloc-conf", "", "--limits", "3", "--limits-space", lim), &out, &errb), errb.String())
+	for _, want := range []string{"tiny: peak reserved alone (GiB), batch x sequence length", "Model-aware limits for PAR 3", lim} {
+		assert.Contains(t, out.String(), want)
+	}
+	out.Reset()
+	require.NoError(t, parCmd([]string{"--space", lim, "--capacity", "1GiB", "--context-overhead", "100MiB",
+		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--empty-cache", "--format", "json"}, &out, &errb), errb.String())
+	var rep struct {
+		Settings []struct {
+			SafePAR int `json:"safe_par"`
+		} `json:"settings"`
+	}
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Equal(t, 3, rep.Settings[0].SafePAR)
+
+	// The space as given is not safe at 3: the limits changed something.
+	out.Reset()
+	require.NoError(t, parCmd([]string{"--space", space, "--capacity", "1GiB", "--context-overhead", "100MiB",
+		"--max-par", "3", "--mixes", "16", "--trials-per-worker", "2", "--alloc-conf", "", "--empty-cache", "--format", "json"}, &out, &errb), errb.String())
+	require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+	assert.Less(t, rep.Settings[0].SafePAR, 3)
 }

@@ -76,7 +76,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	spaceFile := fs.String("space", "", "search space JSON file (default: the BERT-family study; docs/trials.md gives the format)")
 	unconstrained := fs.Bool("unconstrained", false, "drop the space's model-aware limits (every model draws from the full lists, as the BERT-family study did before its OOM fix)")
 	steps := fs.Int("steps", 0, "optimizer steps per trial, when given (otherwise the space's; 0: sim/trial's default, 10)")
-	capacity := fs.String("capacity", "24GiB", "GPU memory")
+	capacity := fs.String("capacity", "24GiB", "GPU memory: a size, or rtx-24gb (23.56 GiB, a 24 GB card as PyTorch reports it)")
 	ctxOverhead := fs.String("context-overhead", "", "CUDA context per process (default 500MiB)")
 	allocConf := fs.String("alloc-conf", "", "PYTORCH_CUDA_ALLOC_CONF of every worker")
 	policyName := fs.String("policy", "pytorch", "every worker's "+policyUsage)
@@ -86,7 +86,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	pruneOnOOM := fs.Bool("prune-on-oom", true, "an OOM prunes the trial and the study goes on; false: the study stops at the first OOM")
 	emptyCache := fs.Bool("empty-cache", false, "torch.cuda.empty_cache() after each trial")
 	doubleClear := fs.Bool("double-clear", false, "empty_cache(); synchronize(); gc.collect(); empty_cache() after each trial")
-	resetEvery := fs.Int("reset-every", 0, "restart each worker's process (fresh context) every N trials; 0: never")
+	resetEvery := fs.Int("reset-every", 0, "reset each worker every N trials (--reset-kind); 0: never")
+	resetKind := fs.String("reset-kind", study.ResetRestart, "what --reset-every does: restart (the process exits, a fresh context starts) or clear (the BERT-family study's \"GPU reset\": empty_cache, synchronize, gc.collect, empty_cache in the same process)")
 	estimatePrune := fs.Bool("estimate-prune", false, "prune trials whose estimated peak does not fit capacity/PAR before they run")
 	estimateBy := fs.String("estimate-by", study.EstimateByHand, "what --estimate-prune predicts with: hand (the hand count x (1 + margin)) or replay (memreplay estimate's peak reserved + context)")
 	estimateMargin := fs.Float64("estimate-margin", study.DefaultEstimateMargin, "allocator overhead added to the estimate (0.1 = 10%)")
@@ -98,6 +99,10 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	share := fs.Float64("compute-share", 0, "fraction of the GPU's compute one trial uses alone, (0, 1]; default 1 (trials time-slice)")
 	gap := fs.Duration("gap", 0, "each worker's setup time between trials")
 	startup := fs.Duration("startup", 0, "a fresh process's start-up time (resets, restarts)")
+	schedule := fs.String("schedule", "fixed", "fixed (--par workers), packed (a trial starts when its predicted memory fits; --par caps how many at once, default 8) or compare (fixed PAR 1..--compare-max-par and packed, same trials, side by side)")
+	predict := fs.String("predict", study.ReplayPredictor, "packed: a trial's peak reserved from the trial model run alone (replay) or the analytic estimate with a learned correction (analytic)")
+	packMargin := fs.Float64("pack-margin", 0, "packed: starting safety margin over the learned need (0: 5%); OOMs and retries widen it")
+	compareMax := fs.Int("compare-max-par", 4, "compare: the largest fixed PAR to run")
 	format := fs.String("format", "table", "output: table, json or markdown")
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	reportOnly := fs.Bool("report", false, "report the state files given as arguments instead of running")
@@ -139,12 +144,44 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 		Stagger: *stagger, ComputeShare: *share, Gap: *gap, StartupCost: *startup,
 		Policy: study.Policy{PruneOnOOM: *pruneOnOOM, EmptyCache: *emptyCache, DoubleClear: *doubleClear,
 			ResetEvery: *resetEvery, EstimatePrune: *estimatePrune, EstimateMargin: *estimateMargin, EstimateBy: *estimateBy,
-			RestartOnError: *restart, MaxFailures: *maxFailures, OOMCorrupts: *oomCorrupts, FaultRate: *faultRate}}
+			RestartOnError: *restart, MaxFailures: *maxFailures, OOMCorrupts: *oomCorrupts, FaultRate: *faultRate},
+		Packing: study.Packing{Predict: *predict, Margin: *packMargin}}
+	switch *resetKind {
+	case study.ResetRestart:
+	case study.ResetClear:
+		o.Policy.ResetKind = study.ResetClear
+	default:
+		return usageError{fmt.Errorf("--reset-kind %q: want restart or clear", *resetKind)}
+	}
+	switch *schedule {
+	case study.FixedSchedule, study.PackedSchedule, "compare":
+	default:
+		return usageError{fmt.Errorf("--schedule %q: want fixed, packed or compare", *schedule)}
+	}
+	if *schedule != study.FixedSchedule {
+		if !fs.Changed("par") {
+			o.Workers = study.DefaultPackedMax
+		}
+		if *predict != study.AnalyticPredictor && *predict != study.ReplayPredictor {
+			return usageError{fmt.Errorf("--predict %q: want analytic or replay", *predict)}
+		}
+		if *packMargin < 0 {
+			return usageError{fmt.Errorf("--pack-margin %v: want 0 or more", *packMargin)}
+		}
+	} else if fs.Changed("predict") || fs.Changed("pack-margin") {
+		return usageError{errors.New("--predict and --pack-margin go with --schedule packed or compare")}
+	}
+	if *schedule == study.PackedSchedule {
+		if *estimatePrune {
+			return usageError{errors.New("--estimate-prune and --schedule packed exclude each other: packing prunes what cannot fit alone and admits the rest by memory")}
+		}
+		o.Schedule = study.PackedSchedule
+	}
 	if *estimateMargin == study.DefaultEstimateMargin {
 		o.Policy.EstimateMargin = 0 // the default, spelt the same in every header
 	}
 	var err error
-	if o.Capacity, err = parseSize(*capacity); err != nil {
+	if o.Capacity, err = parseCapacity(*capacity); err != nil {
 		return usageError{fmt.Errorf("--capacity: %v", err)}
 	}
 	if *ctxOverhead != "" {
@@ -176,6 +213,19 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	if err := checkStudyFlags(o); err != nil {
 		return usageError{err}
+	}
+	if *schedule == "compare" {
+		if *state != "" || *resume {
+			return usageError{errors.New("--schedule compare runs several studies in memory: no --state or --resume")}
+		}
+		if *compareMax < 1 || *compareMax > 64 {
+			return usageError{fmt.Errorf("--compare-max-par %d: want 1..64", *compareMax)}
+		}
+		reps, err := study.CompareSchedules(o, *compareMax)
+		if err != nil {
+			return err
+		}
+		return writeStudies(stdout, *format, reps)
 	}
 	res, err := study.Run(o)
 	if err != nil {

@@ -53,6 +53,13 @@ func TestTrialsBadInput(t *testing.T) {
 		{[]string{"--report", filepath.Join(dir, "none.jsonl")}, "none.jsonl"},
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--bogus"}, "unknown flag"},
+		{[]string{"--schedule", "greedy"}, `--schedule "greedy"`},
+		{[]string{"--schedule", "packed", "--predict", "oracle"}, `--predict "oracle"`},
+		{[]string{"--schedule", "packed", "--estimate-prune"}, "exclude each other"},
+		{[]string{"--predict", "analytic"}, "go with --schedule packed"},
+		{[]string{"--schedule", "compare", "--state", filepath.Join(dir, "c.jsonl")}, "no --state"},
+		{[]string{"--capacity", "rtx-48gb"}, "rtx-24gb"},
+		{[]string{"--reset-kind", "reboot"}, `--reset-kind "reboot"`},
 	} {
 		_, _, err := trials(c.args...)
 		require.Error(t, err, c.args)
@@ -103,4 +110,22 @@ func TestTrialsRunsAndResumes(t *testing.T) {
 	out, _, err = trials("--report", "--format", "markdown", state)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(out, "### Study"), out)
+}
+
+func TestTrialsPackedAndCompare(t *testing.T) {
+	out, _, err := trials("--schedule", "packed", "--trials", "12", "--steps", "2", "--capacity", "rtx-24gb", "--format", "json")
+	require.NoError(t, err)
+	var doc struct{ Studies []map[string]any }
+	require.NoError(t, json.Unmarshal([]byte(out), &doc))
+	reps := doc.Studies
+	require.Len(t, reps, 1)
+	require.Equal(t, "packed (replay prediction, at most 8 at once), default allocator, prune-on-oom", reps[0]["label"])
+	require.EqualValues(t, 24125<<20, reps[0]["capacity"])
+	require.EqualValues(t, 0, reps[0]["pruned_oom"])
+
+	out, _, err = trials("--schedule", "compare", "--compare-max-par", "2", "--trials", "8", "--steps", "2")
+	require.NoError(t, err)
+	for _, want := range []string{"(1) PAR 1,", "(2) PAR 2,", "(3) packed (replay prediction, at most 8 at once)"} {
+		require.Contains(t, out, want)
+	}
 }

@@ -77,9 +77,10 @@ var Packages = map[string]Place{
 	"sim/workers":                    {Sim, 1},
 	"sim/replay/realgpu":             {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
-	"sim/par":                        {Sim, 2},
+	"sim/packing":                    {Sim, 2},
 	"sim/estimate":                   {Sim, 2},
 	"sim/demo":                       {Sim, 2},
+	"sim/par":                        {Sim, 3},
 	"sim/study":                      {Sim, 3},
 
 	"profiler":        {Profiler, 0},

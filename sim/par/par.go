@@ -137,6 +137,9 @@ type Options struct {
 	// OnOOM is always prune and RestartOnStickyError always on: the
 	// experiment counts OOMs, it does not stop at them.
 	Policy workers.Policy
+	// Packed adds the packed schedule's row (sim/packing; runPacked): each
+	// mix's trials of all MaxPAR workers, admitted by their memory.
+	Packed bool
 	// Parallel is how many mixes run at once; 0: one per CPU.
 	Parallel int
 	// Progress, when set, is called after each mix (from one goroutine at

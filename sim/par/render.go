@@ -35,11 +35,19 @@ func write(w io.Writer, r *Report, md bool) error {
 			name = "(PyTorch defaults)"
 		}
 		p.heading("alloc-conf " + name)
-		header := []string{"PAR", "P(OOM)", "bound " + conf, "OOMs", "too big", "retries", "peak used", "of GPU", "headroom", "waste", "unalloc max", "trials/h", "speedup"}
+		header := []string{"PAR", "P(OOM)", "bound " + conf, "OOMs", "too big", "retries", "peak used", "of GPU", "headroom", "waste", "unalloc at OOM", "trials/h", "speedup"}
 		var rows [][]string
-		for _, row := range res.Rows {
+		all := res.Rows
+		if res.Packed != nil {
+			all = append(all[:len(all):len(all)], *res.Packed)
+		}
+		for _, row := range all {
+			label := fmt.Sprint(row.PAR)
+			if row.PAR == 0 {
+				label = "packed"
+			}
 			rows = append(rows, []string{
-				fmt.Sprint(row.PAR),
+				label,
 				fmt.Sprintf("%d/%d", row.MixesWithOOM, row.Mixes),
 				pct(row.POOMUpper),
 				fmt.Sprint(row.OOMs),
@@ -49,7 +57,7 @@ func write(w io.Writer, r *Report, md bool) error {
 				pct(float64(row.PeakUsedMax) / float64(r.Capacity)),
 				allocator.FormatSize(row.HeadroomMin),
 				pct(row.Waste),
-				allocator.FormatSize(row.ReservedUnallocatedMax),
+				unallocAtOOM(row),
 				fmt.Sprintf("%.1f", row.TrialsPerHour),
 				fmt.Sprintf("%.2fx", row.Speedup),
 			})
@@ -58,6 +66,16 @@ func write(w io.Writer, r *Report, md bool) error {
 			return err
 		}
 		p.line(verdict(r, &res))
+		if pk := res.Packed; pk != nil {
+			p.line(packedVerdict(r, &res))
+		}
+		if len(res.OOMConfigs) > 0 {
+			var cs []string
+			for _, c := range res.OOMConfigs {
+				cs = append(cs, fmt.Sprintf("%s (%d)", c.Label, c.OOMs))
+			}
+			p.line("ran out of memory beside others, most often (OOMs over all PARs): " + strings.Join(cs, "; "))
+		}
 		if res.SoloTooBig > 0 {
 			p.line(fmt.Sprintf("%d of %d trials drawn do not fit even alone (pruned at any PAR; a pre-trial estimate or model-aware limits would skip them)",
 				res.SoloTooBig, res.SoloTrials))
@@ -89,9 +107,25 @@ func write(w io.Writer, r *Report, md bool) error {
 		"OOMs: all OutOfMemoryErrors; too big: pruned trials that do not fit even alone. "+
 		"Safe PAR: the largest PAR whose bound, and every smaller PAR's, is below %s (needs at least %d mixes). "+
 		"Peak used: the GPU's peak over the mixes, contexts included. Waste: 1 - peak live / peak reserved. "+
-		"Unalloc max: the largest reserved-but-unallocated cache at a trial's end. Trials/h: completed trials, steady state.",
+		"Unalloc at OOM: the largest 'reserved by PyTorch but unallocated' of an OOM message (the cache's unused bytes when a trial ran out of memory). "+
+		"Trials/h: completed trials, steady state "+
+		"(packed: while trials were waiting to start).",
 		conf, pct(1-r.Confidence), r.MixesNeeded))
 	return p.err
+}
+
+// packedVerdict compares the packed row with the best safe fixed PAR.
+func packedVerdict(r *Report, res *Result) string {
+	pk := res.Packed
+	s := fmt.Sprintf("packed (each mix's %d trials admitted by their peak reserved alone, at most %d at once): %d/%d mixes with an OOM, %.1f trials/h",
+		r.MaxPAR*r.TrialsPerWorker, r.MaxPAR, pk.MixesWithOOM, pk.Mixes, pk.TrialsPerHour)
+	if res.BestPAR > 0 {
+		best := res.Rows[res.BestPAR-1].TrialsPerHour
+		if best > 0 {
+			s += fmt.Sprintf(", %.2fx the best safe fixed PAR (%d)", pk.TrialsPerHour/best, res.BestPAR)
+		}
+	}
+	return s
 }
 
 // verdict says what the rows mean for this setting, in one line.
@@ -110,6 +144,13 @@ func verdict(r *Report, res *Result) string {
 		s += fmt.Sprintf(" (the largest PAR tried: search further with --max-par)")
 	}
 	return s
+}
+
+func unallocAtOOM(row Row) string {
+	if row.PrunedOOM == 0 {
+		return "-"
+	}
+	return allocator.FormatSize(row.UnallocatedAtOOMMax)
 }
 
 func pct(f float64) string {

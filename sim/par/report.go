@@ -27,6 +27,14 @@ type Report struct {
 type Result struct {
 	Setting string `json:"alloc_conf"`
 	Rows    []Row  `json:"rows"` // PAR 1..MaxPAR
+	// Packed is the packed schedule's row (PAR 0), when it ran: the same
+	// mixes' trials admitted by their predicted memory, at most MaxPAR at
+	// once; its Speedup is over PAR 1.
+	Packed *Row `json:"packed,omitempty"`
+	// OOMConfigs are the configurations (trial labels) that ran out of
+	// memory while sharing the GPU, over all PARs, most often first: the
+	// trials that fit alone but not beside others.
+	OOMConfigs []ConfigCount `json:"oom_configs"`
 	// SafePAR is the largest PAR with no OOM at the confidence (package
 	// comment); 0 when not even PAR 1 qualifies.
 	SafePAR int `json:"safe_par"`
@@ -83,4 +91,18 @@ type Row struct {
 	// DeviceTimeShare is the fraction of the workers' time spent in device
 	// calls.
 	DeviceTimeShare float64 `json:"device_time_share"`
+	// UnallocatedAtOOMMax is the largest "reserved by PyTorch but
+	// unallocated" of an OOM message: what the cache held unused at the
+	// moment a trial ran out of memory (0 without OOM).
+	UnallocatedAtOOMMax uint64 `json:"unallocated_at_oom_max_bytes"`
+}
+
+// MaxOOMConfigs is how many configurations Result.OOMConfigs lists.
+const MaxOOMConfigs = 10
+
+// ConfigCount is one configuration and how often it ran out of memory
+// beside others.
+type ConfigCount struct {
+	Label string `json:"config"`
+	OOMs  int    `json:"ooms"`
 }

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -63,6 +64,10 @@ type mixResult struct {
 	rate        float64 // completed trials per second, steady state
 	deviceShare float64
 	resUnalloc  uint64 // max reserved-but-unallocated at a counted trial's end
+	oomUnalloc  uint64 // max reserved-but-unallocated at a counted trial's OOM
+	// oomLabels are the counted trials that fit alone but ran out of
+	// memory here: the configurations that cannot share.
+	oomLabels []string
 }
 
 // runMix runs mx under setting s.
@@ -145,6 +150,7 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 				res.pruned++
 				if fits(w, i) {
 					res.oom = true
+					res.oomLabels = append(res.oomLabels, r.Task.Label)
 				} else {
 					res.tooBig++ // pruned at any PAR: not sharing's doing
 				}
@@ -157,6 +163,7 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 			res.ooms += r.OOMs
 			res.retries += r.Retries
 			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
+			res.oomUnalloc = max(res.oomUnalloc, r.UnallocatedAtOOM)
 			return nil
 		},
 	})
@@ -239,6 +246,9 @@ func Run(o Options) (*Report, error) {
 	// Mix runs: job j is setting j/(K*M), PAR j%(K*M)/M+1, mix j%M.
 	results := make([]mixResult, S*K*M)
 	total := len(solos) + len(results)
+	if o.Packed {
+		total += S * M
+	}
 	progress := newCounter(o.Progress, total)
 	err := parallel(o.Parallel, len(solos), func(j int) error {
 		s, r := j/per, j%per
@@ -263,6 +273,22 @@ func Run(o Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Packed runs: job j is setting j/M, mix j%M, all K workers' trials.
+	var packed []mixResult
+	if o.Packed {
+		packed = make([]mixResult, S*M)
+		err = parallel(o.Parallel, len(packed), func(j int) error {
+			s, m := j/M, j%M
+			sl := func(w, i int) solo { return solos[s*per+soloIdx(m, w, i)] }
+			var err error
+			packed[j], err = runPacked(&o, &o.Settings[s], full[m], sl)
+			progress.add()
+			return err
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
 	rep := &Report{
 		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Source: o.Source,
 		MaxPAR: K, Mixes: M, TrialsPerWorker: T, Seed: o.Seed,
@@ -271,8 +297,15 @@ func Run(o Options) (*Report, error) {
 	}
 	for i, s := range o.Settings {
 		rs := results[i*K*M : (i+1)*K*M]
-		rep.Results = append(rep.Results, aggregate(&o, s, rs, solos[i*per:(i+1)*per]))
+		var pk []mixResult
+		if o.Packed {
+			pk = packed[i*M : (i+1)*M]
+		}
+		rep.Results = append(rep.Results, aggregate(&o, s, rs, pk, solos[i*per:(i+1)*per]))
 		for _, r := range rs {
+			rep.Events += r.sum.Events
+		}
+		for _, r := range pk {
 			rep.Events += r.sum.Events
 		}
 	}
@@ -333,48 +366,64 @@ func (c *counter) add() {
 	c.fn(c.done, c.total)
 }
 
-// aggregate turns one setting's mixes into its rows and verdicts.
-func aggregate(o *Options, s Setting, rs []mixResult, solos []solo) Result {
+// makeRow sums one PAR's mixes (k 0: the packed schedule's).
+func makeRow(o *Options, k int, ms []mixResult) Row {
+	M := len(ms)
+	row := Row{PAR: k, Mixes: M}
+	var used []uint64
+	var rate, waste, share float64
+	for _, r := range ms {
+		if r.oom {
+			row.MixesWithOOM++
+		}
+		row.TooBig += r.tooBig
+		row.Trials += r.tasks
+		row.Completed += r.completed
+		row.PrunedOOM += r.pruned
+		row.Failed += r.failed
+		row.OOMs += r.ooms
+		row.Retries += r.retries
+		used = append(used, r.sum.PeakDeviceUsed)
+		if r.sum.PeakReserved > 0 {
+			waste += 1 - float64(r.sum.PeakLive)/float64(r.sum.PeakReserved)
+		}
+		row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.resUnalloc)
+		row.UnallocatedAtOOMMax = max(row.UnallocatedAtOOMMax, r.oomUnalloc)
+		rate += r.rate
+		share += r.deviceShare
+	}
+	row.POOM = float64(row.MixesWithOOM) / float64(M)
+	row.POOMUpper = wilsonUpper(row.MixesWithOOM, M, o.Confidence)
+	row.PeakUsedMax = slices.Max(used)
+	row.PeakUsedMedian = median(used)
+	row.HeadroomMin = o.Capacity - min(o.Capacity, row.PeakUsedMax)
+	row.Waste = waste / float64(M)
+	row.TrialsPerHour = rate / float64(M) * 3600
+	row.DeviceTimeShare = share / float64(M)
+	return row
+}
+
+// aggregate turns one setting's mixes into its rows and verdicts; packed,
+// when the search ran it, are the packed schedule's runs of the same mixes.
+func aggregate(o *Options, s Setting, rs, packed []mixResult, solos []solo) Result {
 	K, M := o.MaxPAR, o.Mixes
 	out := Result{Setting: s.Name}
 	for k := 1; k <= K; k++ {
-		ms := rs[(k-1)*M : k*M]
-		row := Row{PAR: k, Mixes: M}
-		var used []uint64
-		var rate, waste, share float64
-		for _, r := range ms {
-			if r.oom {
-				row.MixesWithOOM++
-			}
-			row.TooBig += r.tooBig
-			row.Trials += r.tasks
-			row.Completed += r.completed
-			row.PrunedOOM += r.pruned
-			row.Failed += r.failed
-			row.OOMs += r.ooms
-			row.Retries += r.retries
-			used = append(used, r.sum.PeakDeviceUsed)
-			if r.sum.PeakReserved > 0 {
-				waste += 1 - float64(r.sum.PeakLive)/float64(r.sum.PeakReserved)
-			}
-			row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.resUnalloc)
-			rate += r.rate
-			share += r.deviceShare
-		}
-		row.POOM = float64(row.MixesWithOOM) / float64(M)
-		row.POOMUpper = wilsonUpper(row.MixesWithOOM, M, o.Confidence)
-		row.PeakUsedMax = slices.Max(used)
-		row.PeakUsedMedian = median(used)
-		row.HeadroomMin = o.Capacity - min(o.Capacity, row.PeakUsedMax)
-		row.Waste = waste / float64(M)
-		row.TrialsPerHour = rate / float64(M) * 3600
-		row.DeviceTimeShare = share / float64(M)
+		row := makeRow(o, k, rs[(k-1)*M:k*M])
 		if k > 1 && out.Rows[0].TrialsPerHour > 0 {
 			row.Speedup = row.TrialsPerHour / out.Rows[0].TrialsPerHour
 		} else if k == 1 {
 			row.Speedup = 1
 		}
 		out.Rows = append(out.Rows, row)
+	}
+	out.OOMConfigs = oomConfigs(rs)
+	if len(packed) > 0 {
+		row := makeRow(o, 0, packed)
+		if out.Rows[0].TrialsPerHour > 0 {
+			row.Speedup = row.TrialsPerHour / out.Rows[0].TrialsPerHour
+		}
+		out.Packed = &row
 	}
 	limit := 1 - o.Confidence
 	for _, row := range out.Rows {
@@ -424,4 +473,29 @@ func median(v []uint64) uint64 {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	return s[(len(s)-1)/2]
+}
+
+// oomConfigs counts, per trial label, the sharing OOMs of all PARs' mixes,
+// most frequent first (ties by label), at most MaxOOMConfigs of them.
+func oomConfigs(rs []mixResult) []ConfigCount {
+	n := map[string]int{}
+	for _, r := range rs {
+		for _, l := range r.oomLabels {
+			n[l]++
+		}
+	}
+	var out []ConfigCount
+	for l, c := range n {
+		out = append(out, ConfigCount{Label: l, OOMs: c})
+	}
+	slices.SortFunc(out, func(a, b ConfigCount) int {
+		if a.OOMs != b.OOMs {
+			return b.OOMs - a.OOMs
+		}
+		return strings.Compare(a.Label, b.Label)
+	})
+	if len(out) > MaxOOMConfigs {
+		out = out[:MaxOOMConfigs]
+	}
+	return out
 }

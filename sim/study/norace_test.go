@@ -3,3 +3,5 @@
 package study
 
 func trialsN(n int) int { return n }
+
+const raceOn = false

@@ -38,6 +38,13 @@ type OptionsJSON struct {
 	ComputeShare    float64 `json:"compute_share"`
 	GapUS           int64   `json:"gap_us"`
 	StartupUS       int64   `json:"startup_us"`
+	// The packed schedule; empty for the fixed one, so that the headers
+	// of fixed studies are what they were.
+	Schedule   string  `json:"schedule,omitempty"`
+	Predict    string  `json:"predict,omitempty"`
+	PackMargin float64 `json:"pack_margin,omitempty"`
+	// ResetKind is empty for a process restart, as headers had it.
+	ResetKind string `json:"reset_kind,omitempty"`
 }
 
 // JSON is the header form of o.
@@ -47,13 +54,23 @@ func (o Options) JSON() OptionsJSON {
 	if sampler == "" {
 		sampler = RandomSampler
 	}
-	return OptionsJSON{Space: o.Space, Sampler: sampler, Trials: o.Trials, Workers: o.Workers, Seed: o.Seed,
+	j := OptionsJSON{Space: o.Space, Sampler: sampler, Trials: o.Trials, Workers: o.Workers, Seed: o.Seed,
 		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, AllocConf: o.AllocConf, AllocPolicy: o.AllocPolicy,
 		PruneOnOOM: p.PruneOnOOM, EmptyCache: p.EmptyCache, DoubleClear: p.DoubleClear, ResetEvery: p.ResetEvery,
 		EstimatePrune: p.EstimatePrune, EstimateMargin: p.EstimateMargin, EstimateBy: estimateBy(p.EstimateBy), RestartOnError: p.RestartOnError,
 		MaxFailures: p.MaxFailures, OOMCorrupts: p.OOMCorrupts, FaultRate: p.FaultRate,
 		StaggerUS: o.Stagger.Microseconds(), ComputeShare: o.ComputeShare,
 		GapUS: o.Gap.Microseconds(), StartupUS: o.StartupCost.Microseconds()}
+	if p.ResetKind == ResetClear {
+		j.ResetKind = ResetClear
+	}
+	if o.Schedule == PackedSchedule {
+		j.Schedule, j.Predict, j.PackMargin = PackedSchedule, o.Packing.Predict, o.Packing.Margin
+		if j.Predict == "" {
+			j.Predict = ReplayPredictor
+		}
+	}
+	return j
 }
 
 // estimateBy spells the default as headers always have: absent.
@@ -89,9 +106,16 @@ func diffOptions(file, run OptionsJSON) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Keys of both: a field one header leaves out (omitempty) differs from
+	// the other's value too.
 	var keys []string
 	for k := range rm {
 		keys = append(keys, k)
+	}
+	for k := range fm {
+		if _, ok := rm[k]; !ok {
+			keys = append(keys, k)
+		}
 	}
 	slices.Sort(keys)
 	var diffs []string
@@ -100,6 +124,12 @@ func diffOptions(file, run OptionsJSON) ([]string, error) {
 			continue
 		}
 		f, r := string(fm[k]), string(rm[k])
+		if f == "" {
+			f = "none"
+		}
+		if r == "" {
+			r = "none"
+		}
 		if k == "space" {
 			f, r = file.Space.Name, run.Space.Name
 			if f == r {

@@ -78,7 +78,11 @@ type Bucket struct {
 // PolicyLabel names a policy set in a few words.
 func PolicyLabel(o OptionsJSON) string {
 	var p []string
-	p = append(p, fmt.Sprintf("PAR %d", o.Workers))
+	if o.Schedule == PackedSchedule {
+		p = append(p, fmt.Sprintf("packed (%s prediction, at most %d at once)", o.Predict, o.Workers))
+	} else {
+		p = append(p, fmt.Sprintf("PAR %d", o.Workers))
+	}
 	if o.AllocConf == "" {
 		p = append(p, "default allocator")
 	} else {
@@ -99,7 +103,11 @@ func PolicyLabel(o OptionsJSON) string {
 		p = append(p, "empty-cache")
 	}
 	if o.ResetEvery > 0 {
-		p = append(p, fmt.Sprintf("reset-every %d", o.ResetEvery))
+		if o.ResetKind == ResetClear {
+			p = append(p, fmt.Sprintf("reset-every %d (clear, same process)", o.ResetEvery))
+		} else {
+			p = append(p, fmt.Sprintf("reset-every %d", o.ResetEvery))
+		}
 	}
 	if o.EstimatePrune {
 		p = append(p, "estimate-prune")

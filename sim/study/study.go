@@ -148,7 +148,19 @@ type Policy struct {
 	MaxFailures    int     // 0 means 3
 	OOMCorrupts    float64 // probability that an OOM corrupts the worker's context
 	FaultRate      float64 // probability of a sticky error per trial
+	// ResetKind is what ResetEvery's reset is: ResetRestart ("" too), the
+	// worker's process exits and a fresh one starts; or ResetClear, the
+	// seeds' "GPU reset", which was the double clear in the same process
+	// (seed 000, Fix 3: empty_cache, synchronize, gc.collect,
+	// empty_cache), so a corrupted context survives it.
+	ResetKind string
 }
+
+// Reset kinds.
+const (
+	ResetRestart = "restart"
+	ResetClear   = "clear"
+)
 
 // Options are one study.
 type Options struct {
@@ -157,7 +169,7 @@ type Options struct {
 	// Trials is the study's size. For the grid sampler 0 means the whole
 	// grid, and more than the grid is an error.
 	Trials  int
-	Workers int // PAR; at least 1
+	Workers int // PAR; at least 1. Under the packed schedule: the most trials at once
 	Seed    uint64
 	// Capacity of the simulated GPU in bytes; ContextOverhead per process
 	// (0: sim's default, 500 MiB).
@@ -175,6 +187,10 @@ type Options struct {
 	// Gap is each worker's setup time between trials; StartupCost a fresh
 	// process's start-up time (workers.Policy).
 	Gap, StartupCost time.Duration
+	// Schedule is FixedSchedule ("" too) or PackedSchedule; Packing
+	// configures the latter.
+	Schedule string
+	Packing  Packing
 
 	// State is the state file; "" keeps the study in memory only.
 	State string
@@ -227,6 +243,7 @@ type study struct {
 	trialsInProc []int
 	cause        map[int]string
 	predicted    map[trial.Spec]uint64 // EstimateByReplay's predictions, by spec
+	resetEvery   int                   // the engine's ResetEvery (the packed schedule sets 1)
 }
 
 // Run runs (or resumes) a study.
@@ -247,18 +264,26 @@ func Run(o Options) (*Result, error) {
 	if o.Policy.PruneOnOOM {
 		onOOM = workers.PruneOnOOM
 	}
-	sum, err := workers.Run(workers.Options{
+	wo := workers.Options{
 		GPU: gpu, Alloc: &s.cfg, AllocPolicy: s.pol, Workers: o.Workers, Stagger: stagger,
 		Policy: workers.Policy{
 			OnOOM: onOOM, EmptyCacheBetweenTrials: o.Policy.EmptyCache, DoubleClear: o.Policy.DoubleClear,
 			ResetEvery: o.Policy.ResetEvery, RestartOnStickyError: o.Policy.RestartOnError,
 			MaxConsecutiveFailures: o.Policy.MaxFailures, Gap: o.Gap, StartupCost: o.StartupCost,
+			ResetByClear: o.Policy.ResetKind == ResetClear,
 		},
 		Compute: workers.Compute{Share: o.ComputeShare},
 		Next:    s.nextTask,
 		Done:    s.doneTask,
 		Fault:   s.fault,
-	})
+	}
+	if o.Schedule == PackedSchedule {
+		if _, err := s.packed(&wo); err != nil {
+			return res, err
+		}
+		s.resetEvery = wo.Policy.ResetEvery
+	}
+	sum, err := workers.Run(wo)
 	res.Summary = sum
 	if err == nil {
 		err = s.err
@@ -302,6 +327,16 @@ func newStudy(o Options) (*study, error) {
 		return nil, fmt.Errorf("estimate by %q: want %s or %s", p.EstimateBy, EstimateByHand, EstimateByReplay)
 	case o.ComputeShare < 0 || o.ComputeShare > 1:
 		return nil, fmt.Errorf("compute share %v: want (0, 1]", o.ComputeShare)
+	case p.ResetKind != "" && p.ResetKind != ResetRestart && p.ResetKind != ResetClear:
+		return nil, fmt.Errorf("reset kind %q: want %s or %s", p.ResetKind, ResetRestart, ResetClear)
+	case o.Schedule != "" && o.Schedule != FixedSchedule && o.Schedule != PackedSchedule:
+		return nil, fmt.Errorf("schedule %q: want %s or %s", o.Schedule, FixedSchedule, PackedSchedule)
+	case o.Schedule == PackedSchedule && p.EstimatePrune:
+		return nil, fmt.Errorf("estimate-prune and the packed schedule exclude each other: packing prunes what cannot fit alone, and admits the rest by memory")
+	case o.Packing.Predict != "" && o.Packing.Predict != AnalyticPredictor && o.Packing.Predict != ReplayPredictor:
+		return nil, fmt.Errorf("predict %q: want %s or %s", o.Packing.Predict, AnalyticPredictor, ReplayPredictor)
+	case o.Packing.Margin < 0:
+		return nil, fmt.Errorf("pack margin %v: want 0 or more", o.Packing.Margin)
 	}
 	cfg, err := config.Parse(o.AllocConf)
 	if err != nil {
@@ -312,6 +347,9 @@ func newStudy(o Options) (*study, error) {
 		return nil, err
 	}
 	s := &study{o: o, cfg: cfg, pol: pol, done: map[int]bool{}, cause: map[int]string{}}
+	if p.ResetKind != ResetClear {
+		s.resetEvery = p.ResetEvery // a clear keeps the process and its context
+	}
 	switch o.Sampler {
 	case "", RandomSampler:
 		if o.Trials < 1 {
@@ -523,7 +561,7 @@ func (s *study) doneTask(r workers.TaskResult) error {
 	if r.Outcome != workers.Failed {
 		s.trialsInProc[w]++
 	}
-	reset := s.o.Policy.ResetEvery > 0 && s.trialsInProc[w] >= s.o.Policy.ResetEvery
+	reset := s.resetEvery > 0 && s.trialsInProc[w] >= s.resetEvery
 	if r.Outcome == workers.PrunedOOM && s.o.Policy.OOMCorrupts > 0 && !reset {
 		rng := rand.New(rand.NewPCG(s.o.Seed^saltCorrupt, uint64(id)))
 		if rng.Float64() < s.o.Policy.OOMCorrupts {

@@ -79,6 +79,9 @@ func (w *worker) end() error {
 	}
 	w.phase = phaseStart
 	r.clock.waitFor(w.id, float64(wait))
+	// What the task held is back (its blocks, and its process when the
+	// policy ended it): parked workers ask again.
+	r.wakeHeld()
 	return nil
 }
 
@@ -86,9 +89,12 @@ func (w *worker) end() error {
 func (w *worker) between() error {
 	p := &w.r.o.Policy
 	switch {
-	case p.ResetEvery > 0 && w.trialsInProc >= p.ResetEvery:
+	case p.ResetEvery > 0 && w.trialsInProc >= p.ResetEvery && !p.ResetByClear:
 		w.exit()
-	case p.DoubleClear:
+	case p.ResetEvery > 0 && w.trialsInProc >= p.ResetEvery, p.DoubleClear:
+		if p.ResetEvery > 0 && w.trialsInProc >= p.ResetEvery {
+			w.trialsInProc = 0 // the count starts again after each reset
+		}
 		// empty_cache; torch.cuda.synchronize(); gc.collect(); empty_cache.
 		// The synchronisation lets blocks that waited on other streams
 		// back into their pools, so the second empty_cache can release

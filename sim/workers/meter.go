@@ -48,7 +48,26 @@ func (m *meter) SynchronizeStream(s allocator.Stream) error {
 	return m.p.SynchronizeStream(s)
 }
 
+// ComputeProcesses lists the GPU's processes for the OOM message's
+// "Process N has X memory in use." clauses, when several share the GPU:
+// the case where the message must say who holds the memory. A process
+// alone gets the message without them, as the BERT-family study's workers
+// printed it. PIDs are the GPU's process numbers plus 1000 (fake, stable
+// for a run). It is no device call: NVML is not the CUDA driver.
+func (m *meter) ComputeProcesses() []allocator.ProcessMemory {
+	live := m.p.GPU().Processes()
+	if len(live) < 2 {
+		return nil
+	}
+	out := make([]allocator.ProcessMemory, 0, len(live))
+	for _, q := range live {
+		out = append(out, allocator.ProcessMemory{PID: 1000 + q.ID(), Used: q.Used(), Self: q == m.p})
+	}
+	return out
+}
+
 var (
+	_ allocator.ProcessLister = (*meter)(nil)
 	_ allocator.Device        = (*meter)(nil)
 	_ allocator.VirtualMemory = (*meter)(nil)
 )

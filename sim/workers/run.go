@@ -99,3 +99,25 @@ func (r *run) closeAll() {
 		w.exit()
 	}
 }
+
+// othersActive reports whether a worker other than w is neither parked nor
+// stopped: one that will end a task, or ask for one, and so wake the parked.
+func (r *run) othersActive(w int) bool {
+	for _, o := range r.workers {
+		if o.id != w && !o.held && o.phase != phaseDone {
+			return true
+		}
+	}
+	return false
+}
+
+// wakeHeld puts every parked worker back on the clock, now, in worker
+// order (the clock's tie rule), to ask Options.Hold again.
+func (r *run) wakeHeld() {
+	for _, w := range r.workers {
+		if w.held {
+			w.held = false
+			r.clock.waitFor(w.id, 0)
+		}
+	}
+}

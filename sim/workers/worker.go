@@ -59,6 +59,7 @@ type worker struct {
 
 	trialsInProc int // trials run by the current process
 	consecFail   int
+	held         bool // parked by Options.Hold, off the clock until woken
 }
 
 // step runs the worker's next step at the clock's now.
@@ -95,6 +96,13 @@ func (w *worker) delay() time.Duration {
 func (w *worker) start() error {
 	r := w.r
 	now := r.nowD()
+	if r.o.Hold != nil && r.o.Hold(w.id, now) {
+		if !r.othersActive(w.id) {
+			return fmt.Errorf("workers: Hold parked worker %d at %v while no other worker runs or can start a task: nothing would wake it", w.id, now)
+		}
+		w.held = true
+		return nil
+	}
 	t, ok := r.o.Next(w.id, now)
 	if !ok {
 		w.stop()
@@ -204,6 +212,7 @@ func (w *worker) stop() {
 	if now := w.r.nowD(); now > w.r.sum.Makespan {
 		w.r.sum.Makespan = now
 	}
+	w.r.wakeHeld()
 }
 
 // badInput names the task and its event at index i.
@@ -238,6 +247,7 @@ func (w *worker) event() error {
 		switch {
 		case errors.As(err, &oom):
 			w.res.Outcome = PrunedOOM
+			w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
 		case errors.Is(err, allocator.ErrFatal):
 			w.res.Outcome = Failed
 		default:

@@ -130,6 +130,12 @@ type Policy struct {
 	// process start after the first of each worker: resets and restarts.
 	// 0: free.
 	StartupCost time.Duration
+	// ResetByClear makes ResetEvery's reset the seeds' "GPU reset": the
+	// double clear (empty_cache, synchronize, gc.collect, empty_cache) in
+	// the same process, every ResetEvery trials, instead of a process exit.
+	// The context stays, corrupted or not, and so does whatever the clear
+	// cannot release.
+	ResetByClear bool
 }
 
 // Fault injects a sticky device error (gpu.Process.InjectStickyError) into a
@@ -159,6 +165,14 @@ type Options struct {
 	Policy      Policy
 	// Next hands worker w its next task at simulated time now; ok=false: w stops.
 	Next func(w int, now time.Duration) (t Task, ok bool)
+	// Hold, if set, is asked before Next each time worker w is free to
+	// start a task: true parks w (no step, no process started) until a
+	// task ends anywhere or a worker stops, when every parked worker asks
+	// again, in worker order. It is how a scheduler that admits trials by
+	// the memory they need (sim/packing) waits for room. Holding the last
+	// worker that could make progress is an error Run returns: a parked
+	// worker is only woken by another's task.
+	Hold func(w int, now time.Duration) bool
 	// Done is called once per task, in simulated-time order of task ends; an
 	// error from Done stops the run and Run returns it (the study persists here).
 	Done func(r TaskResult) error
@@ -179,12 +193,17 @@ type TaskResult struct {
 	Start, End                  time.Duration // simulated clock
 	Events                      int64
 	PeakAllocated, PeakReserved uint64 // this worker's allocator during the task
-	ReservedUnallocated         uint64 // reserved - allocated right after the trial's end (before the between-trial policy): the seeds' "reserved but unallocated"
+	ReservedUnallocated         uint64 // reserved - allocated right after the trial's end (before the between-trial policy)
 	Retries, OOMs               int64
 	DeviceTime                  time.Duration // modelled device-call time during the task
 	// Process counts the worker's processes: 1 for its first, 2 after its
 	// first reset or restart, ...
 	Process int
+
+	// UnallocatedAtOOM is reserved - allocated of the worker's allocator at
+	// the trial's OOM (0 without one): the "X is reserved by PyTorch but
+	// unallocated" of the OOM message, the BERT-family study's 1.41 GiB.
+	UnallocatedAtOOM uint64
 }
 
 // Summary is what a run did.

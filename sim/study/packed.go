@@ -1,0 +1,131 @@
+package study
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/sim/packing"
+	"github.com/memreplay/memreplay/sim/workers"
+)
+
+// Schedules: how trials are given to the workers.
+const (
+	FixedSchedule  = "fixed"  // Workers processes, each taking the next trial when free (PAR)
+	PackedSchedule = "packed" // sim/packing: a trial starts when its predicted memory fits
+)
+
+// Predictors of a trial's peak reserved, by the name the state file keeps.
+const (
+	ReplayPredictor   = "replay"   // the trial model run alone (packing.Replay); the default
+	AnalyticPredictor = "analytic" // trial.Spec.Estimate, corrected by the learned ratio
+)
+
+// Packing configures the packed schedule (sim/packing).
+type Packing struct {
+	// Predict names the predictor: ReplayPredictor (default) or
+	// AnalyticPredictor.
+	Predict string
+	// Margin is the starting safety margin (0: packing's default, 5%).
+	Margin float64
+}
+
+// predictor is the named predictor and the ratio to start from: the
+// analytic estimate learns its correction from probes, the replay is
+// exact in simulation.
+func (s *study) predictor() (packing.Predictor, float64, error) {
+	switch s.o.Packing.Predict {
+	case "", ReplayPredictor:
+		return packing.Replay(s.cfg, s.pol, s.o.Capacity, s.o.ContextOverhead), 1, nil
+	case AnalyticPredictor:
+		return packing.Analytic, 0, nil
+	}
+	return nil, 0, fmt.Errorf("predict %q: want %s or %s", s.o.Packing.Predict, AnalyticPredictor, ReplayPredictor)
+}
+
+// packed wires a packing.Scheduler into the engine's options: trials come
+// from the study's sequence, a trial predicted not to fit even alone is
+// recorded as pruned_estimate, and every trial runs in its own process.
+func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
+	pred, prior, err := s.predictor()
+	if err != nil {
+		return nil, err
+	}
+	sched, err := packing.New(packing.Options{
+		Capacity: s.o.Capacity, ContextOverhead: s.o.ContextOverhead,
+		Predict: pred, PriorRatio: prior, Margin: s.o.Packing.Margin,
+		Source: func() (packing.Item, bool) {
+			for s.err == nil && s.next < s.planned {
+				id := s.next
+				s.next++
+				if s.done[id] {
+					continue
+				}
+				sp := s.specFor(id)
+				return packing.Item{ID: id, Label: sp.String(), Spec: sp, Open: sp.Reader}, true
+			}
+			return packing.Item{}, false
+		},
+		Reject: func(it packing.Item, need uint64, at time.Duration) error {
+			ctx := s.o.ContextOverhead
+			if ctx == 0 {
+				ctx = gpu.DefaultContextOverhead
+			}
+			us := s.offsetUS + at.Microseconds()
+			return s.record(Record{Kind: "trial", ID: it.ID, Label: it.Label, Spec: specJSON(it.Spec), Worker: -1,
+				Outcome: PrunedEstimate, StartUS: us, EndUS: us,
+				Error:         fmt.Sprintf("predicted %s with its context > %s capacity: cannot fit even alone", gib(need), gib(s.o.Capacity)),
+				EstimateBytes: need - ctx, Run: s.runIdx})
+		},
+	})
+	if err != nil {
+		return nil, err
+	}
+	wo.Policy = packing.Policy(wo.Policy)
+	wo.Hold, wo.Next = sched.Hold, sched.Next
+	done := wo.Done
+	wo.Done = func(r workers.TaskResult) error {
+		sched.Done(r)
+		if err := done(r); err != nil {
+			return err
+		}
+		return sched.Err()
+	}
+	return sched, nil
+}
+
+// DefaultPackedMax is how many trials the packed schedule runs at most at
+// once unless told: a cap on processes, not on memory, which the
+// scheduler watches.
+const DefaultPackedMax = 8
+
+// CompareSchedules runs the study with o's trials and policies at fixed PAR
+// 1..maxPAR and packed (with o.Workers as its cap and o.Packing), in memory,
+// and returns their reports in that order: the same trials, so the columns
+// differ by the schedule alone.
+func CompareSchedules(o Options, maxPAR int) ([]Report, error) {
+	o.State, o.Resume = "", false
+	var reps []Report
+	run := func(o Options) error {
+		res, err := Run(o)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, Summarize(res.State, res.Planned))
+		return nil
+	}
+	for k := 1; k <= maxPAR; k++ {
+		f := o
+		f.Schedule, f.Workers, f.Packing = FixedSchedule, k, Packing{}
+		if err := run(f); err != nil {
+			return nil, err
+		}
+	}
+	p := o
+	p.Schedule = PackedSchedule
+	p.Policy.EstimatePrune = false
+	if err := run(p); err != nil {
+		return nil, err
+	}
+	return reps, nil
+}

@@ -1,0 +1,128 @@
+package study
+
+import (
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/sim/gpu"
+)
+
+func packedOptions(trials int) Options {
+	o := baseOptions(trials)
+	o.Schedule, o.Workers, o.Capacity, o.ComputeShare = PackedSchedule, DefaultPackedMax, 24125<<20, 0.5
+	return o
+}
+
+// The packed study on the BERT-family space: no trial runs out of memory,
+// the trials that ran at the same time never held more than the card (each
+// one's peak reserved and context, summed over every moment a trial
+// started), some ran side by side, only trials alone had to retry, and
+// what cannot fit alone was pruned before it ran.
+func TestPackedStudyIsOOMFreeAndShares(t *testing.T) {
+	o := packedOptions(trialsN(60))
+	res, rep := run(t, o)
+	assert.Zero(t, rep.PrunedOOM)
+	assert.Zero(t, rep.OOMs)
+	assert.Equal(t, o.Trials, rep.Completed+rep.PrunedEstimate)
+	recs := res.State.Records
+	most := 0
+	for _, r := range recs {
+		if r.Outcome == PrunedEstimate {
+			assert.Contains(t, r.Error, "cannot fit even alone")
+			continue
+		}
+		var sum uint64
+		n := 0
+		for _, q := range recs {
+			if q.Outcome != PrunedEstimate && q.StartUS <= r.StartUS && q.EndUS > r.StartUS {
+				sum += q.PeakReserved + gpu.DefaultContextOverhead
+				n++
+			}
+		}
+		assert.LessOrEqual(t, sum, o.Capacity, "at trial %d's start", r.ID)
+		most = max(most, n)
+		if r.Retries > 0 {
+			// Only a trial that needs the whole card (it fits alone by
+			// releasing its cache) may see a cudaMalloc fail.
+			for _, q := range recs {
+				if q.ID != r.ID && q.Outcome != PrunedEstimate && q.StartUS < r.EndUS && q.EndUS > r.StartUS {
+					t.Errorf("trial %d retried while trial %d ran beside it", r.ID, q.ID)
+				}
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, most, 2, "small trials shared the GPU")
+	assert.Contains(t, rep.Label, "packed (replay prediction, at most 8 at once)")
+}
+
+// A packed study resumes like a fixed one, and its header says it was
+// packed: a fixed run cannot resume it.
+func TestPackedStudyStateAndResume(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "s.jsonl")
+	o := packedOptions(12)
+	o.State = path
+	_, err := Run(o)
+	require.NoError(t, err)
+	st, err := LoadState(path)
+	require.NoError(t, err)
+	assert.Equal(t, PackedSchedule, st.Header.Options.Schedule)
+	assert.Equal(t, ReplayPredictor, st.Header.Options.Predict)
+
+	fixed := o
+	fixed.Schedule, fixed.Resume, fixed.Trials = "", true, 16
+	_, err = Run(fixed)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "schedule")
+
+	more := o
+	more.Resume, more.Trials = true, 16
+	res, err := Run(more)
+	require.NoError(t, err)
+	var ids []int
+	for _, r := range res.State.Records {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	assert.Equal(t, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}, ids)
+}
+
+func TestCompareSchedulesRunsTheSameTrials(t *testing.T) {
+	o := packedOptions(trialsN(20))
+	reps, err := CompareSchedules(o, 2)
+	require.NoError(t, err)
+	require.Len(t, reps, 3)
+	assert.Contains(t, reps[0].Label, "PAR 1")
+	assert.Contains(t, reps[1].Label, "PAR 2")
+	assert.Contains(t, reps[2].Label, "packed")
+	for _, r := range reps {
+		assert.Equal(t, o.Trials, r.Planned)
+		assert.Equal(t, o.Trials, r.Finished)
+	}
+}
+
+func TestPackedRefusesEstimatePrune(t *testing.T) {
+	o := packedOptions(4)
+	o.Policy.EstimatePrune = true
+	_, err := Run(o)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "exclude each other")
+}
+
+// The seeds' "GPU reset" (a clear in the same process) does not cure a
+// context an OOM corrupted; a process restart does.
+func TestResetByClearKeepsACorruptedContext(t *testing.T) {
+	o := baseOptions(trialsN(40))
+	o.Policy.OOMCorrupts, o.Policy.RestartOnError, o.Policy.ResetEvery = 1, true, 1
+	_, restart := run(t, o)
+	require.Positive(t, restart.PrunedOOM, "the setup must have OOMs")
+	assert.Zero(t, restart.Failed, "a fresh process after every trial: no corruption survives")
+	o.Policy.ResetKind = ResetClear
+	_, clear := run(t, o)
+	assert.Positive(t, clear.Failed, "the clear keeps the corrupted context")
+	assert.Contains(t, clear.Label, "reset-every 1 (clear, same process)")
+	assert.Equal(t, ResetClear, o.JSON().ResetKind)
+}
