@@ -210,6 +210,9 @@ func (rp *replayer) setup() error {
 		}
 	}
 	for _, d := range rp.header.Devices {
+		if !validDevice(d.Index) && rp.opts.Lenient {
+			continue // its events are counted as skipped, one by one
+		}
 		if _, err := rp.device(d.Index); err != nil {
 			return err
 		}
@@ -223,8 +226,10 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	if d := rp.devs[i]; d != nil {
 		return d, nil
 	}
-	if i < 0 || i > 1<<16 {
-		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range", i))
+	if !validDevice(i) {
+		// Under Lenient, bad counts the event and returns nil: the
+		// caller skips it.
+		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range (0 to %d)", i, MaxDevice))
 	}
 	capacity, source := rp.capacity(i)
 	newProc := rp.opts.NewProcess
@@ -269,6 +274,11 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	}
 	return d, nil
 }
+
+// MaxDevice is the largest device ordinal a trace may name.
+const MaxDevice = 1 << 16
+
+func validDevice(i int32) bool { return i >= 0 && i <= MaxDevice }
 
 func (rp *replayer) capacity(i int32) (uint64, string) {
 	if rp.opts.Capacity > 0 {
@@ -363,6 +373,9 @@ func (rp *replayer) loop() error {
 		if err != nil {
 			return err
 		}
+		if d == nil {
+			continue // an out-of-range device, counted as skipped (Lenient)
+		}
 		stop, err := d.event(idx, &e)
 		if err != nil {
 			return err
@@ -402,6 +415,9 @@ func (rp *replayer) finish() error {
 	// Devices that appear only in the final state.
 	if hasFinal && !rp.res.Stopped {
 		for i := range final {
+			if !validDevice(final[i].Device) && rp.opts.Lenient {
+				continue
+			}
 			if _, err := rp.device(final[i].Device); err != nil {
 				return err
 			}
