@@ -269,7 +269,9 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 		}
 	}
 	res := in.Result
-	if res.Check != nil && !res.Check.Passed() {
+	if res.Check != nil && res.Check.NothingToCheck {
+		fmt.Fprintf(stderr, "memreplay replay: %s: %s\n", path, replay.NothingToCheckMessage)
+	} else if res.Check != nil && !res.Check.Passed() {
 		if d := res.Check.FirstDivergence; d != nil {
 			fmt.Fprintf(stderr, "memreplay replay: %s: check failed: %d of %d decisions matched; first divergence at %s\n",
 				path, res.Check.DecisionsMatched, res.Check.DecisionsExpected, d)

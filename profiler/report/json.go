@@ -88,7 +88,8 @@ func callsSummary(f *profiler.Figures) jsonCalls {
 type jsonCheck struct {
 	DecisionsExpected  int64           `json:"decisions_expected"`
 	DecisionsMatched   int64           `json:"decisions_matched"`
-	Passed             bool            `json:"passed"`
+	Passed             *bool           `json:"passed"` // null when there is nothing to check
+	NothingToCheck     bool            `json:"nothing_to_check,omitempty"`
 	FirstDivergence    *jsonDivergence `json:"first_divergence"`
 	FinalSegmentsMatch *bool           `json:"final_segments_match"`
 	FinalDifference    string          `json:"final_difference,omitempty"`
@@ -240,7 +241,13 @@ func checkJSON(c *replay.CheckResult) *jsonCheck {
 		return nil
 	}
 	out := &jsonCheck{DecisionsExpected: c.DecisionsExpected, DecisionsMatched: c.DecisionsMatched,
-		Passed: c.Passed(), FinalSegmentsMatch: c.FinalSegmentsMatch, FinalDifference: c.FinalDifference}
+		NothingToCheck: c.NothingToCheck, FinalSegmentsMatch: c.FinalSegmentsMatch, FinalDifference: c.FinalDifference}
+	if c.NothingToCheck {
+		out.FinalSegmentsMatch, out.FinalDifference = nil, ""
+	} else {
+		passed := c.Passed()
+		out.Passed = &passed
+	}
 	if d := c.FirstDivergence; d != nil {
 		out.FirstDivergence = &jsonDivergence{Event: d.Index, Device: d.Device, Expected: d.Expected, Actual: d.Actual}
 	}

@@ -164,6 +164,9 @@ func checkSection(in *Input) *section {
 		return nil
 	}
 	c := in.Result.Check
+	if c.NothingToCheck {
+		return &section{title: "Check", lines: []string{replay.NothingToCheckMessage}}
+	}
 	verdict := "PASSED"
 	if !c.Passed() {
 		verdict = "FAILED"
