@@ -201,7 +201,10 @@ func notes(in *Input) []string {
 		}
 		for _, d := range res.Devices {
 			switch {
-			case d.CapacitySource == "unknown":
+			case d.CapacitySource == replay.SourceUnknown && d.UnusedCapacity != "":
+				out = append(out, fmt.Sprintf("device %d: --check does not use the %s (an estimate: the recording's OOMs recur where they happened, and it could only add others); replayed on %s, which does not run out (--capacity sets one)",
+					d.Index, d.UnusedCapacity, allocator.FormatSize(d.Capacity)))
+			case d.CapacitySource == replay.SourceUnknown:
 				out = append(out, fmt.Sprintf("device %d: the trace records no capacity and implies none; replayed on %s, which does not run out (--capacity sets one)",
 					d.Index, allocator.FormatSize(d.Capacity)))
 			case d.CapacitySource != "" && d.CapacitySource != "option" && d.CapacitySource != "trace header" && d.Name == "":

@@ -86,6 +86,9 @@ func figuresSection(in *Input) section {
 			// simulated device is too large to run out (--capacity
 			// sets one).
 			capStr = "not limited (the trace records none; --capacity sets one)"
+			if res.Devices[0].UnusedCapacity != "" {
+				capStr = "not limited (--check uses no implied capacity; --capacity sets one)"
+			}
 		case src != "":
 			capStr += " (" + src + ")"
 		}

@@ -315,6 +315,9 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 			reserved[e.Device] -= int64(e.Size)
 		case trace.ActionOOM:
 			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
+			if c == 0 {
+				continue // no free bytes recorded (an RMM log): no figure
+			}
 			if b, ok := best[e.Device]; !ok || c < b {
 				best[e.Device] = c
 				from[e.Device] = int64(i)
@@ -326,28 +329,22 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 		ids = append(ids, d)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// No note: the device's CapacitySource says it, and the report notes
+	// it once, as used or, under check mode, not.
 	for _, d := range ids {
-		c := best[d]
-		found, filled := false, false
+		c, src := best[d], fmt.Sprintf("implied by the oom at event %d", from[d])
+		found := false
 		for k := range t.Header.Devices {
 			if t.Header.Devices[k].Index == d {
 				found = true
 				if t.Header.Devices[k].Capacity == 0 {
-					t.Header.Devices[k].Capacity = c
-					t.Header.Devices[k].CapacitySource = fmt.Sprintf("implied by the oom at event %d", from[d])
-					filled = true
+					t.Header.Devices[k].Capacity, t.Header.Devices[k].CapacitySource = c, src
 				}
 			}
 		}
 		if !found {
-			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c,
-				CapacitySource: fmt.Sprintf("implied by the oom at event %d", from[d])})
-			filled = true
+			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
 		}
-		if !filled {
-			continue
-		}
-		t.Header.Notes = append(t.Header.Notes, fmt.Sprintf("device %d: capacity %s implied by the oom at event %d", d, allocator.FormatSize(c), from[d]))
 	}
 	return from
 }

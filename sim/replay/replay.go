@@ -251,6 +251,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	}
 	d := &devState{rp: rp, index: i, proc: proc, live: map[uint64]liveBlock{},
 		capacity: capacity, capacitySource: source, name: name, measured: measured}
+	if source == SourceUnknown {
+		d.unusedCapacity = rp.unusedCapacity(i)
+	}
 	d.dev = &device{p: proc, d: d, script: rp.opts.Check}
 	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i))}
 	if rp.opts.InvariantChecks {
@@ -295,13 +298,33 @@ func (rp *replayer) capacity(i int32) (uint64, string) {
 			return d.Capacity, "trace header"
 		}
 		if !rp.opts.Check {
-			// In check mode the device fails where the recording's did;
-			// an implied size could only add failures of its own.
 			return d.Capacity, d.CapacitySource
 		}
+		// In check mode the device fails where the recording's did; an
+		// implied size could only add failures of its own.
+		return UnknownCapacity, SourceUnknown
 	}
-	return UnknownCapacity, "unknown"
+	return UnknownCapacity, SourceUnknown
 }
+
+// unusedCapacity describes the capacity device i's oom entries imply when
+// check mode does not use it ("" when there is none).
+func (rp *replayer) unusedCapacity(i int32) string {
+	if !rp.opts.Check || rp.opts.Capacity > 0 {
+		return ""
+	}
+	for _, d := range rp.header.Devices {
+		if d.Index == i && d.Capacity != 0 && d.CapacitySource != "" {
+			return allocator.FormatSize(d.Capacity) + " " + d.CapacitySource
+		}
+	}
+	return ""
+}
+
+// SourceUnknown is the CapacitySource of a device whose capacity neither
+// the options nor the trace give (or only an estimate check mode does not
+// use): UnknownCapacity, which does not run out.
+const SourceUnknown = "unknown"
 
 // next reads the next event into e, from the look-ahead buffer if any.
 func (rp *replayer) next(e *trace.Event) error {
@@ -452,7 +475,7 @@ func (rp *replayer) finish() error {
 		d.drain(rp.n - 1)
 		snap := d.a.Snapshot()
 		rp.res.Devices = append(rp.res.Devices, DeviceResult{
-			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, Name: d.name,
+			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, UnusedCapacity: d.unusedCapacity, Name: d.name,
 			Stats: d.a.Stats(), Counters: d.counters(), TimeMeasured: d.measured, Final: snap,
 		})
 		if rp.check != nil && hasFinal {
@@ -499,6 +522,7 @@ type devState struct {
 
 	capacity       uint64
 	capacitySource string
+	unusedCapacity string // DeviceResult.UnusedCapacity
 	name           string       // the device's name (Describer); "" when simulated
 	measured       bool         // the process measures its calls' time
 	baseline       gpu.Counters // device calls of the restore, not the trace's

@@ -81,6 +81,11 @@ type DeviceResult struct {
 	// for a real one.
 	Capacity       uint64
 	CapacitySource string
+	// UnusedCapacity, with CapacitySource "unknown" under Check, is the
+	// capacity the trace's oom entries imply, which only a replay without
+	// Check uses ("21.94 GiB implied by the oom at event 1234"); "" when
+	// the trace implies none.
+	UnusedCapacity string
 	// Name names a real device ("NVIDIA H200, cuda:0"); empty when
 	// simulated.
 	Name     string
