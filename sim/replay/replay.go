@@ -522,7 +522,7 @@ type devState struct {
 
 	capacity       uint64
 	capacitySource string
-	unusedCapacity string // DeviceResult.UnusedCapacity
+	unusedCapacity string       // DeviceResult.UnusedCapacity
 	name           string       // the device's name (Describer); "" when simulated
 	measured       bool         // the process measures its calls' time
 	baseline       gpu.Counters // device calls of the restore, not the trace's
