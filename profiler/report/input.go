@@ -187,7 +187,7 @@ func notes(in *Input) []string {
 					s += fmt.Sprintf("; %d block sizes inferred from requested sizes", r.InferredSizes)
 				}
 				if r.Unresolved > 0 {
-					s += fmt.Sprintf("; %d frees outside any known segment skipped", r.Unresolved)
+					s += fmt.Sprintf("; %d blocks in unrestorable expandable runs given a segment of their own", r.Unresolved)
 				}
 				out = append(out, s)
 			}
@@ -197,6 +197,9 @@ func notes(in *Input) []string {
 		}
 		if res.Skipped > 0 {
 			out = append(out, fmt.Sprintf("%d events skipped", res.Skipped))
+			if res.UnknownFrees > 0 {
+				out = append(out, fmt.Sprintf("%d frees of addresses the trace never allocated (nor its state before the first event explains)", res.UnknownFrees))
+			}
 			out = append(out, res.Problems...)
 		}
 		for _, d := range res.Devices {

@@ -978,7 +978,14 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 			d.skipCompletion(e)
 			return nil
 		}
-		return d.rp.bad(idx, fmt.Sprintf("free of unknown address %#x", e.Addr))
+		// Neither allocated by the trace nor explained by the state
+		// before it (reconstruct.go): bad input.
+		if err := d.rp.bad(idx, fmt.Sprintf("free of unknown address %#x", e.Addr)); err != nil {
+			return err
+		}
+		d.rp.res.UnknownFrees++
+		d.skipCompletion(e)
+		return nil
 	}
 	if lb.pending {
 		return d.rp.bad(idx, fmt.Sprintf("double free of %#x (freed before, not yet completed)", e.Addr))
@@ -1072,7 +1079,11 @@ func (d *devState) skipCompletion(e *trace.Event) {
 func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 	lb, ok := d.live[e.Addr]
 	if !ok {
-		return d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr))
+		if err := d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr)); err != nil {
+			return err
+		}
+		d.rp.res.UnknownFrees++
+		return nil
 	}
 	if !lb.pending {
 		if lb.at >= 0 {

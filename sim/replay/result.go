@@ -63,6 +63,10 @@ type Result struct {
 	// events the OOM policy skipped. Problems keeps the first few reasons.
 	Skipped  int64
 	Problems []string
+	// UnknownFrees counts, among the skipped events, the frees (or
+	// completions) of addresses the trace never allocated and its state
+	// before the first event does not explain.
+	UnknownFrees int64
 	// Reconstructed describes the state rebuilt before the first event of
 	// a partial trace; nil for a trace recorded from the start.
 	Reconstructed *Reconstruction
@@ -174,7 +178,7 @@ type Reconstruction struct {
 	SegmentBytes  uint64 // their bytes
 	LiveBlocks    int    // blocks live before the first event
 	LiveBytes     uint64
-	Unresolved    int // frees of blocks outside any known segment (skipped)
+	Unresolved    int // blocks freed inside expandable runs the restore cannot rebuild, given a segment each
 	InferredSizes int // live blocks whose size was inferred from their requested size
 	Notes         []string
 }
