@@ -79,6 +79,21 @@ type VirtualMemory interface {
 	SynchronizeStream(s Stream) error
 }
 
+// PageRefuser is an optional extension of VirtualMemory for a device that
+// knows its free memory exactly (the simulator). Mapping n pages is n
+// CreatePage calls in a row; when one runs out of memory the allocator
+// releases the pages created before it (PyTorch's map_block). With a
+// reservation of 1.125 x the device's memory, a request the device cannot
+// hold makes tens of thousands of calls before failing. RefusePages
+// answers at once: when the n pages of size bytes would not all fit, it
+// counts the calls that loop and its cleanup make (the successful
+// cuMemCreates, the failing one, the cuMemReleases), as if they were made,
+// and returns the failing call's error; nil says they fit, or that it
+// cannot tell (faults armed), and the allocator makes the calls.
+type PageRefuser interface {
+	RefusePages(size, n uint64) error
+}
+
 // ErrDeviceOutOfMemory is what a Device returns (possibly wrapped) when a
 // segment or page cannot be allocated for lack of memory
 // (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY).

@@ -98,6 +98,14 @@ func (a *Allocator) mapBlock(b *Block, n uint64) (bool, error) {
 	page := es.pageSize
 	begin := (b.addr - seg.base) / page
 	end := (b.addr + n - seg.base + page - 1) / page
+	if r, ok := a.vm.(PageRefuser); ok {
+		if err := r.RefusePages(page, end-begin); err != nil {
+			if errors.Is(err, ErrDeviceOutOfMemory) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
 	for i := begin; i < end; i++ {
 		h, err := a.vm.CreatePage(page)
 		if err != nil {

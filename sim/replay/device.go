@@ -173,6 +173,17 @@ func (v *device) CreatePage(size uint64) (allocator.PageHandle, error) {
 	return v.p.CreatePage(size)
 }
 
+var _ allocator.PageRefuser = (*device)(nil)
+
+// RefusePages passes the question to the process when it can answer it;
+// a scripted failure is left to the first CreatePage, which gives it.
+func (v *device) RefusePages(size, n uint64) error {
+	if r, ok := v.p.(allocator.PageRefuser); ok && !v.failHere() {
+		return r.RefusePages(size, n)
+	}
+	return nil
+}
+
 func (v *device) Map(addr uint64, h allocator.PageHandle) error {
 	return v.p.Map(v.ranges.translate(addr), h)
 }
