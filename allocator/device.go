@@ -99,6 +99,15 @@ type PageRefuser interface {
 // (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY).
 var ErrDeviceOutOfMemory = errors.New("device out of memory")
 
+// ErrAddressSpaceExhausted is what a Device returns (possibly wrapped) when
+// a segment or reservation finds no room in the process's virtual address
+// space, though memory may remain. The driver says CUDA_ERROR_OUT_OF_MEMORY
+// there too, but it is another condition: PyTorch raises a plain error for a
+// failed cuMemAddressReserve, not an OutOfMemoryError, and no freeing of
+// cached memory would help. A GPU's address space is far larger than its
+// memory, so a trace meets this only on a device modelled too small.
+var ErrAddressSpaceExhausted = errors.New("virtual address space exhausted")
+
 // ErrFatal marks a sticky device error: the context is corrupt and every
 // later call fails. Devices wrap it (DeviceError with Sticky set does); the
 // allocator then stops serving requests and returns that error.
@@ -112,6 +121,9 @@ type DeviceError struct {
 	Msg    string // the driver's description
 	Sticky bool   // the context is unusable from now on
 	OOM    bool   // the call failed for lack of memory
+	// NoAddressSpace says the call found no room in the virtual address
+	// space (ErrAddressSpaceExhausted); OOM is then false.
+	NoAddressSpace bool
 }
 
 func (e *DeviceError) Error() string {
@@ -125,8 +137,10 @@ func (e *DeviceError) Error() string {
 	return s
 }
 
-// Is lets errors.Is match ErrFatal for sticky errors and
-// ErrDeviceOutOfMemory for allocation failures.
+// Is lets errors.Is match ErrFatal for sticky errors,
+// ErrDeviceOutOfMemory for allocation failures and ErrAddressSpaceExhausted
+// for a full address space.
 func (e *DeviceError) Is(target error) bool {
-	return (target == ErrFatal && e.Sticky) || (target == ErrDeviceOutOfMemory && e.OOM)
+	return (target == ErrFatal && e.Sticky) || (target == ErrDeviceOutOfMemory && e.OOM) ||
+		(target == ErrAddressSpaceExhausted && e.NoAddressSpace)
 }

@@ -95,12 +95,11 @@ func (p *Process) reserveAddress(size uint64) (uint64, error) {
 		return 0, invalid(CallAddressReserve, "size %d is not a positive multiple of the granularity %d", size, g)
 	}
 	if size > p.gpu.window {
-		return 0, oom(CallAddressReserve)
+		return 0, p.noAddressSpace(CallAddressReserve, size)
 	}
 	addr, ok := p.va.alloc(size, max(g, largeAlign))
 	if !ok {
-		// The driver's answer when the address space is exhausted.
-		return 0, oom(CallAddressReserve)
+		return 0, p.noAddressSpace(CallAddressReserve, size)
 	}
 	r := span{addr, addr + size}
 	i, _ := slices.BinarySearchFunc(p.vmm.reservations, addr, func(s span, a uint64) int {
