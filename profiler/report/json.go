@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/memreplay/memreplay/profiler"
@@ -307,6 +308,13 @@ func buildJSON(in *Input) *jsonReport {
 			if dp := deviceProfile(prof, d.Index); dp != nil {
 				fr := fragmentationJSON(&dp.Figures)
 				jd.Fragmentation, jd.Peak = &fr, trimCapture(dp.Peak, in.top())
+			} else if prof != nil {
+				// A device the trace names but never uses: nothing to
+				// profile, the figures of an empty device.
+				f := figures(&replay.Result{Devices: res.Devices[i : i+1]}, nil)
+				f.PeakLiveEvent, f.PeakReservedEvent = -1, -1 // its peak is its (empty) start
+				fr := fragmentationJSON(&f)
+				jd.Fragmentation = &fr
 			}
 			r.Devices = append(r.Devices, jd)
 		}
@@ -355,10 +363,12 @@ func deviceProfile(prof *profiler.Profile, index int32) *profiler.DeviceProfile 
 	if prof == nil {
 		return nil
 	}
-	for i := range prof.Devices {
-		if prof.Devices[i].Index == index {
-			return &prof.Devices[i]
-		}
+	// Looked up once per device: a search, not a walk, for traces that
+	// name thousands of devices (Devices is sorted by index).
+	ds := prof.Devices
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].Index >= index })
+	if i < len(ds) && ds[i].Index == index {
+		return &ds[i]
 	}
 	return nil
 }

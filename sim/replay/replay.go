@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -180,6 +181,10 @@ type replayer struct {
 	// decisionsRead and allocsRead count the trace's decision and alloc
 	// entries: whether a check has anything to compare.
 	decisionsRead, allocsRead int64
+	// initBy holds the initial segments by device; hdr the header's entry
+	// for each device (the first with a capacity).
+	initBy map[int32][]*trace.Segment
+	hdr    map[int32]trace.Device
 }
 
 func (rp *replayer) setup() error {
@@ -207,18 +212,38 @@ func (rp *replayer) setup() error {
 	if reconstructed {
 		rp.res.Reconstructed = summarize(init, rp.header.Notes)
 	}
+	// Per-device views, built once: a trace may name tens of thousands of
+	// devices, and a lookup per device must not walk them all.
+	rp.initBy = map[int32][]*trace.Segment{}
+	for i := range init {
+		rp.initBy[init[i].Device] = append(rp.initBy[init[i].Device], &init[i])
+	}
+	rp.hdr = map[int32]trace.Device{}
+	for _, d := range rp.header.Devices {
+		if _, seen := rp.hdr[d.Index]; !seen || (rp.hdr[d.Index].Capacity == 0 && d.Capacity != 0) {
+			rp.hdr[d.Index] = d
+		}
+	}
 	for i := range init {
 		if _, err := rp.device(init[i].Device); err != nil {
 			return err
 		}
 	}
 	for _, d := range rp.header.Devices {
-		if !validDevice(d.Index) && rp.opts.Lenient {
-			continue // its events are counted as skipped, one by one
+		if !validDevice(d.Index) {
+			if rp.opts.Lenient {
+				continue // its events are counted as skipped, one by one
+			}
+			return rp.bad(-1, fmt.Sprintf("device %d out of range (0 to %d)", d.Index, MaxDevice))
 		}
-		if _, err := rp.device(d.Index); err != nil {
-			return err
+		if rp.opts.NewProcess != nil {
+			// A real device describes itself (name, memory): open it.
+			if _, err := rp.device(d.Index); err != nil {
+				return err
+			}
 		}
+		// A simulated device the header names but nothing uses costs
+		// nothing: it is made on first use, or reported empty (finish).
 	}
 	return nil
 }
@@ -290,10 +315,7 @@ func (rp *replayer) capacity(i int32) (uint64, string) {
 	if rp.opts.Capacity > 0 {
 		return rp.opts.Capacity, "option"
 	}
-	for _, d := range rp.header.Devices {
-		if d.Index != i || d.Capacity == 0 {
-			continue
-		}
+	if d, ok := rp.hdr[i]; ok && d.Capacity != 0 {
 		if d.CapacitySource == "" {
 			return d.Capacity, "trace header"
 		}
@@ -302,7 +324,6 @@ func (rp *replayer) capacity(i int32) (uint64, string) {
 		}
 		// In check mode the device fails where the recording's did; an
 		// implied size could only add failures of its own.
-		return UnknownCapacity, SourceUnknown
 	}
 	return UnknownCapacity, SourceUnknown
 }
@@ -313,10 +334,8 @@ func (rp *replayer) unusedCapacity(i int32) string {
 	if !rp.opts.Check || rp.opts.Capacity > 0 {
 		return ""
 	}
-	for _, d := range rp.header.Devices {
-		if d.Index == i && d.Capacity != 0 && d.CapacitySource != "" {
-			return allocator.FormatSize(d.Capacity) + " " + d.CapacitySource
-		}
+	if d, ok := rp.hdr[i]; ok && d.Capacity != 0 && d.CapacitySource != "" {
+		return allocator.FormatSize(d.Capacity) + " " + d.CapacitySource
 	}
 	return ""
 }
@@ -463,9 +482,32 @@ func (rp *replayer) finish() error {
 			}
 		}
 	}
+	if ms := rp.opts.ExpectStats; ms != nil && ms.Device >= 0 && rp.devs[ms.Device] == nil {
+		if _, named := rp.hdr[ms.Device]; named {
+			if _, err := rp.device(ms.Device); err != nil {
+				return err
+			}
+		}
+	}
+	finalBy := map[int32][]trace.Segment{}
+	if hasFinal {
+		for i := range final {
+			finalBy[final[i].Device] = append(finalBy[final[i].Device], final[i])
+		}
+	}
 	sort.Slice(rp.order, func(i, j int) bool { return rp.order[i] < rp.order[j] })
+	empty := rp.emptyDevices()
+	var stats *allocator.Stats
+	if len(empty) > 0 {
+		stats = rp.emptyStats()
+	}
+	rp.res.Devices = make([]DeviceResult, 0, len(rp.order)+len(empty))
 	match := true
 	for _, i := range rp.order {
+		for len(empty) > 0 && empty[0] < i {
+			rp.res.Devices = append(rp.res.Devices, rp.emptyResult(empty[0], stats))
+			empty = empty[1:]
+		}
 		d := rp.devs[i]
 		if !rp.res.Stopped {
 			if err := d.endOfTrace(); err != nil {
@@ -479,11 +521,14 @@ func (rp *replayer) finish() error {
 			Stats: d.a.Stats(), Counters: d.counters(), TimeMeasured: d.measured, Final: snap,
 		})
 		if rp.check != nil && hasFinal {
-			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
+			if diff := compareFinal(i, finalBy[i], snap, d.aliases.translate); diff != "" && match {
 				match = false
 				rp.check.FinalDifference = diff
 			}
 		}
+	}
+	for _, i := range empty {
+		rp.res.Devices = append(rp.res.Devices, rp.emptyResult(i, stats))
 	}
 	if rp.check != nil && hasFinal {
 		rp.check.FinalSegmentsMatch = &match
@@ -501,6 +546,43 @@ func (rp *replayer) finish() error {
 			Actual: "stopped by out of memory"}
 	}
 	return nil
+}
+
+// emptyDevices returns, in order, the devices the header names that nothing
+// used: no allocator is made for them, and none is needed to say that they
+// hold nothing.
+func (rp *replayer) emptyDevices() []int32 {
+	var out []int32
+	for i := range rp.hdr {
+		if rp.devs[i] == nil && validDevice(i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// emptyResult describes the unused device i; stats are a fresh
+// allocator's (emptyStats).
+func (rp *replayer) emptyResult(i int32, stats *allocator.Stats) DeviceResult {
+	capacity, source := rp.capacity(i)
+	r := DeviceResult{Index: i, Capacity: capacity, CapacitySource: source, Stats: *stats}
+	if source == SourceUnknown {
+		r.UnusedCapacity = rp.unusedCapacity(i)
+	}
+	return r
+}
+
+// emptyStats are the statistics of a fresh allocator with the replay's
+// settings (some follow them), made once for every unused device.
+func (rp *replayer) emptyStats() *allocator.Stats {
+	stats := new(allocator.Stats)
+	if p, err := newSimProcess(0, UnknownCapacity, SourceUnknown); err == nil {
+		if a, err := allocator.New(p, rp.cfg); err == nil {
+			*stats = a.Stats()
+		}
+	}
+	return stats
 }
 
 // counters are the device calls the replay made, the restore's excluded.
@@ -775,7 +857,7 @@ func (d *devState) completeDeferred(idx int64) error {
 // translation of rec.
 func (d *devState) alias(rec, ours uint64) uint64 {
 	size, ok := d.dev.unaliased[ours]
-	if !ok || d.aliases.find(rec) >= 0 {
+	if !ok || d.aliases.holds(rec) {
 		return rec
 	}
 	delete(d.dev.unaliased, ours)
