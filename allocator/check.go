@@ -240,8 +240,8 @@ func (s *freeSet) check() error {
 	if bytes != s.bytes {
 		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
 	}
-	if len(s.sizes) != len(refs) || s.sizeIndex.Len() != len(s.sizes) {
-		return fmt.Errorf("%d size nodes (%d indexed) for %d sizes", len(s.sizes), s.sizeIndex.Len(), len(refs))
+	if len(s.sizes) != len(refs) {
+		return fmt.Errorf("%d size nodes for %d sizes", len(s.sizes), len(refs))
 	}
 	for size, sn := range s.sizes {
 		if sn.refs != refs[size] || sn.nonEmpty != nonEmpty[size] {

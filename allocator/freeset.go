@@ -30,13 +30,12 @@ type freeSet struct {
 	spare []*bucket // swept buckets, reused with their slices
 
 	// bytes sums the blocks' sizes, and sizes counts, per size, the
-	// buckets that hold blocks of it (over every stream), with the
-	// distinct sizes ordered: FreeSummary reads the total and the largest
-	// from them in O(1) rather than walking one bucket per (stream, size),
-	// which is as many as there are streams.
-	bytes     uint64
-	sizes     map[uint64]*sizeNode
-	sizeIndex *btree.BTreeG[*sizeNode]
+	// buckets that hold blocks of it (over every stream): FreeSummary reads
+	// the total, and the largest from the distinct sizes, rather than
+	// walking one bucket per (stream, size), which is as many as there are
+	// streams.
+	bytes uint64
+	sizes map[uint64]*sizeNode
 }
 
 // sizeNode counts the buckets of one size: refs those in the set, nonEmpty
@@ -46,8 +45,6 @@ type sizeNode struct {
 	refs, nonEmpty int
 }
 
-func sizeLess(a, b *sizeNode) bool { return a.size < b.size }
-
 // sizeNode returns the node of size, made on first use; the caller holds
 // a reference.
 func (s *freeSet) sizeNode(size uint64) *sizeNode {
@@ -55,22 +52,20 @@ func (s *freeSet) sizeNode(size uint64) *sizeNode {
 	if n == nil {
 		n = &sizeNode{size: size}
 		s.sizes[size] = n
-		s.sizeIndex.ReplaceOrInsert(n)
 	}
 	n.refs++
 	return n
 }
 
-// largest is the size of the largest block in the set, or 0.
+// largest is the size of the largest block in the set, or 0: a walk over
+// the distinct sizes, which are few (the stream does not multiply them).
 func (s *freeSet) largest() uint64 {
 	var l uint64
-	s.sizeIndex.Descend(func(n *sizeNode) bool {
+	for size, n := range s.sizes {
 		if n.nonEmpty > 0 {
-			l = n.size
-			return false
+			l = max(l, size)
 		}
-		return true
-	})
+	}
 	return l
 }
 
@@ -102,7 +97,6 @@ func newFreeSet() freeSet {
 		index:     btree.NewWithFreeListG(16, bucketLess, btree.NewFreeListG[*bucket](64)),
 		streamIDs: map[Stream]uint64{0: 0},
 		sizes:     map[uint64]*sizeNode{},
-		sizeIndex: btree.NewG(8, sizeLess),
 	}
 }
 
@@ -205,7 +199,6 @@ func (s *freeSet) sweep() {
 			bk.dead = true
 			if bk.sz.refs--; bk.sz.refs == 0 {
 				delete(s.sizes, bk.sz.size)
-				s.sizeIndex.Delete(bk.sz)
 			}
 			bk.sz = nil
 			if len(s.spare) < 1024 {
