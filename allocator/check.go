@@ -238,7 +238,17 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 func (s *freeSet) check() error {
 	n := 0
 	empty := 0
+	var bytes uint64
+	refs, nonEmpty := map[uint64]int{}, map[uint64]int{}
 	for k, bk := range s.buckets {
+		if bk.sz == nil || bk.sz.size != bk.key.size || s.sizes[bk.key.size] != bk.sz {
+			return fmt.Errorf("bucket %v has no size node of its size", bk.key)
+		}
+		refs[bk.key.size]++
+		if len(bk.blocks) > 0 {
+			nonEmpty[bk.key.size]++
+		}
+		bytes += uint64(len(bk.blocks)) * bk.key.size
 		if bk.packed != k || s.packKey(bk.key.stream, bk.key.size) != k || bk.dead {
 			return fmt.Errorf("bucket %v filed under %#x", bk.key, k)
 		}
@@ -264,6 +274,17 @@ func (s *freeSet) check() error {
 	if n != s.n || empty != s.empty || s.index.Len() != len(s.buckets) {
 		return fmt.Errorf("counts: %d blocks (recorded %d), %d empty buckets (recorded %d), index %d vs map %d",
 			n, s.n, empty, s.empty, s.index.Len(), len(s.buckets))
+	}
+	if bytes != s.bytes {
+		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
+	}
+	if len(s.sizes) != len(refs) {
+		return fmt.Errorf("%d size nodes for %d sizes", len(s.sizes), len(refs))
+	}
+	for size, sn := range s.sizes {
+		if sn.refs != refs[size] || sn.nonEmpty != nonEmpty[size] {
+			return fmt.Errorf("size %d: %d buckets, %d holding blocks; recorded %d and %d", size, refs[size], nonEmpty[size], sn.refs, sn.nonEmpty)
+		}
 	}
 	return nil
 }

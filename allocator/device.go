@@ -79,10 +79,34 @@ type VirtualMemory interface {
 	SynchronizeStream(s Stream) error
 }
 
+// PageRefuser is an optional extension of VirtualMemory for a device that
+// knows its free memory exactly (the simulator). Mapping n pages is n
+// CreatePage calls in a row; when one runs out of memory the allocator
+// releases the pages created before it (PyTorch's map_block). With a
+// reservation of 1.125 x the device's memory, a request the device cannot
+// hold makes tens of thousands of calls before failing. RefusePages
+// answers at once: when the n pages of size bytes would not all fit, it
+// counts the calls that loop and its cleanup make (the successful
+// cuMemCreates, the failing one, the cuMemReleases), as if they were made,
+// and returns the failing call's error; nil says they fit, or that it
+// cannot tell (faults armed), and the allocator makes the calls.
+type PageRefuser interface {
+	RefusePages(size, n uint64) error
+}
+
 // ErrDeviceOutOfMemory is what a Device returns (possibly wrapped) when a
 // segment or page cannot be allocated for lack of memory
 // (cudaErrorMemoryAllocation, CUDA_ERROR_OUT_OF_MEMORY).
 var ErrDeviceOutOfMemory = errors.New("device out of memory")
+
+// ErrAddressSpaceExhausted is what a Device returns (possibly wrapped) when
+// a segment or reservation finds no room in the process's virtual address
+// space, though memory may remain. The driver says CUDA_ERROR_OUT_OF_MEMORY
+// there too, but it is another condition: PyTorch raises a plain error for a
+// failed cuMemAddressReserve, not an OutOfMemoryError, and no freeing of
+// cached memory would help. A GPU's address space is far larger than its
+// memory, so a trace meets this only on a device modelled too small.
+var ErrAddressSpaceExhausted = errors.New("virtual address space exhausted")
 
 // ErrFatal marks a sticky device error: the context is corrupt and every
 // later call fails. Devices wrap it (DeviceError with Sticky set does); the
@@ -97,6 +121,9 @@ type DeviceError struct {
 	Msg    string // the driver's description
 	Sticky bool   // the context is unusable from now on
 	OOM    bool   // the call failed for lack of memory
+	// NoAddressSpace says the call found no room in the virtual address
+	// space (ErrAddressSpaceExhausted); OOM is then false.
+	NoAddressSpace bool
 }
 
 func (e *DeviceError) Error() string {
@@ -110,8 +137,10 @@ func (e *DeviceError) Error() string {
 	return s
 }
 
-// Is lets errors.Is match ErrFatal for sticky errors and
-// ErrDeviceOutOfMemory for allocation failures.
+// Is lets errors.Is match ErrFatal for sticky errors,
+// ErrDeviceOutOfMemory for allocation failures and ErrAddressSpaceExhausted
+// for a full address space.
 func (e *DeviceError) Is(target error) bool {
-	return (target == ErrFatal && e.Sticky) || (target == ErrDeviceOutOfMemory && e.OOM)
+	return (target == ErrFatal && e.Sticky) || (target == ErrDeviceOutOfMemory && e.OOM) ||
+		(target == ErrAddressSpaceExhausted && e.NoAddressSpace)
 }

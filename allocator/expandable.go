@@ -88,6 +88,10 @@ func (a *Allocator) findExpandableBlock(p *params) (*Block, error) {
 	return b, nil
 }
 
+// refuseMinPages is the shortest run of pages the allocator asks a
+// PageRefuser about; shorter ones cost little page by page.
+const refuseMinPages = 16
+
 // mapBlock maps the pages covering the first n bytes of the unmapped block
 // b, splits off the unmapped rest, merges b with free mapped neighbours and
 // puts it in the free set (map_block). false, nil means the device ran out of
@@ -98,6 +102,15 @@ func (a *Allocator) mapBlock(b *Block, n uint64) (bool, error) {
 	page := es.pageSize
 	begin := (b.addr - seg.base) / page
 	end := (b.addr + n - seg.base + page - 1) / page
+	// Asked only for runs long enough for the calls to matter.
+	if r, ok := a.vm.(PageRefuser); ok && end-begin >= refuseMinPages {
+		if err := r.RefusePages(page, end-begin); err != nil {
+			if errors.Is(err, ErrDeviceOutOfMemory) {
+				return false, nil
+			}
+			return false, err
+		}
+	}
 	for i := begin; i < end; i++ {
 		h, err := a.vm.CreatePage(page)
 		if err != nil {

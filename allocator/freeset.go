@@ -28,6 +28,45 @@ type freeSet struct {
 	lastID     uint64
 
 	spare []*bucket // swept buckets, reused with their slices
+
+	// bytes sums the blocks' sizes, and sizes counts, per size, the
+	// buckets that hold blocks of it (over every stream): FreeSummary reads
+	// the total, and the largest from the distinct sizes, rather than
+	// walking one bucket per (stream, size), which is as many as there are
+	// streams.
+	bytes uint64
+	sizes map[uint64]*sizeNode
+}
+
+// sizeNode counts the buckets of one size: refs those in the set, nonEmpty
+// those holding blocks.
+type sizeNode struct {
+	size           uint64
+	refs, nonEmpty int
+}
+
+// sizeNode returns the node of size, made on first use; the caller holds
+// a reference.
+func (s *freeSet) sizeNode(size uint64) *sizeNode {
+	n := s.sizes[size]
+	if n == nil {
+		n = &sizeNode{size: size}
+		s.sizes[size] = n
+	}
+	n.refs++
+	return n
+}
+
+// largest is the size of the largest block in the set, or 0: a walk over
+// the distinct sizes, which are few (the stream does not multiply them).
+func (s *freeSet) largest() uint64 {
+	var l uint64
+	for size, n := range s.sizes {
+		if n.nonEmpty > 0 {
+			l = max(l, size)
+		}
+	}
+	return l
 }
 
 type sizeKey struct {
@@ -47,6 +86,7 @@ type bucket struct {
 	packed uint64
 	blocks []*Block // descending address: the lowest is last
 	dead   bool     // swept out of the set; blocks may still name it as a hint
+	sz     *sizeNode
 }
 
 func bucketLess(a, b *bucket) bool { return a.key.less(b.key) }
@@ -56,6 +96,7 @@ func newFreeSet() freeSet {
 		buckets:   make(map[uint64]*bucket),
 		index:     btree.NewWithFreeListG(16, bucketLess, btree.NewFreeListG[*bucket](64)),
 		streamIDs: map[Stream]uint64{0: 0},
+		sizes:     map[uint64]*sizeNode{},
 	}
 }
 
@@ -111,11 +152,15 @@ func (s *freeSet) insert(b *Block) {
 			bk = &bucket{}
 		}
 		bk.key, bk.packed, bk.dead = sizeKey{b.stream, b.size}, s.packKey(b.stream, b.size), false
+		bk.sz = s.sizeNode(b.size)
 		s.buckets[bk.packed] = bk
 		s.index.ReplaceOrInsert(bk)
+		bk.sz.nonEmpty++
 	} else if len(bk.blocks) == 0 {
 		s.empty--
+		bk.sz.nonEmpty++
 	}
+	s.bytes += b.size
 	// Freed blocks are mostly at low addresses, near the end: a short move.
 	i := search(bk.blocks, b.addr)
 	bk.blocks = append(bk.blocks, nil)
@@ -136,7 +181,9 @@ func (s *freeSet) remove(b *Block) {
 	bk.blocks[len(bk.blocks)-1] = nil
 	bk.blocks = bk.blocks[:len(bk.blocks)-1]
 	s.n--
+	s.bytes -= b.size
 	if len(bk.blocks) == 0 {
+		bk.sz.nonEmpty--
 		s.empty++
 		if s.empty > 64 && s.empty > len(s.buckets)/2 {
 			s.sweep()
@@ -150,6 +197,10 @@ func (s *freeSet) sweep() {
 			delete(s.buckets, k)
 			s.index.Delete(bk)
 			bk.dead = true
+			if bk.sz.refs--; bk.sz.refs == 0 {
+				delete(s.sizes, bk.sz.size)
+			}
+			bk.sz = nil
 			if len(s.spare) < 1024 {
 				s.spare = append(s.spare, bk)
 			}

@@ -85,6 +85,7 @@ func (p *Profiler) Finish() *Profile {
 		t.DeviceTimeMeasured = t.DeviceTimeMeasured || dp.DeviceTimeMeasured
 		prof.Devices = append(prof.Devices, dp)
 	}
+	sort.Slice(prof.Devices, func(i, j int) bool { return prof.Devices[i].Index < prof.Devices[j].Index })
 	prof.Sites = p.sites()
 	return prof
 }

@@ -130,7 +130,7 @@ func NewRMMReader(r io.Reader, name string) (Reader, error) {
 	}
 	rr.hdr = Header{
 		Version:    FormatVersion,
-		Source:     "rmm-log",
+		Source:     SourceRMM,
 		SourceFile: name,
 		Devices:    []Device{{Index: rr.dev}},
 		Tools:      map[string]string{"memreplay-importer": RMMImporterVersion},
@@ -491,3 +491,6 @@ func parseHex(f []byte) (uint64, bool) {
 	}
 	return v, true
 }
+
+// SourceRMM is the header Source of traces imported from RMM logs.
+const SourceRMM = "rmm-log"

@@ -11,6 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
 
@@ -165,7 +166,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	in.Stacks, in.Frames = r.Stacks().NumStacks()-1, r.Stacks().NumFrames()
 	// Decisions to compare: the recorded segment and oom entries, or the
 	// alloc addresses of a trace with a final state to check against.
-	in.Checkable = in.Decisions > 0 || (hasFinal && in.Actions["alloc"] > 0)
+	in.Checkable = replay.Checkable(h.Source, in.Decisions, in.Actions["alloc"], hasFinal)
 
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

@@ -117,9 +117,9 @@ type replayFlags struct {
 }
 
 func (f *replayFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's, or implied by its OOMs)")
+	fs.StringVar(&f.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's; else implied by its OOMs, except under --check; else not limited)")
 	fs.StringVar(&f.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
-	fs.BoolVar(&f.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free) instead of failing")
+	fs.BoolVar(&f.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free, a device out of range) instead of failing")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or markdown")
 	fs.IntVar(&f.top, "top", 10, "allocation sites to list (0: all of them)")
 	fs.BoolVar(&f.progress, "progress", true, "show progress on stderr when it is a terminal")
@@ -302,7 +302,9 @@ func (run *replayRun) one(path string, stdout, stderr io.Writer) (ok bool, err e
 		}
 	}
 	res := in.Result
-	if res.Check != nil && !res.Check.Passed() {
+	if res.Check != nil && res.Check.NothingToCheck {
+		fmt.Fprintf(stderr, "memreplay replay: %s: %s\n", path, replay.NothingToCheckMessage)
+	} else if res.Check != nil && !res.Check.Passed() {
 		if d := res.Check.FirstDivergence; d != nil {
 			fmt.Fprintf(stderr, "memreplay replay: %s: check failed: %d of %d decisions matched; first divergence at %s\n",
 				path, res.Check.DecisionsMatched, res.Check.DecisionsExpected, d)

@@ -192,7 +192,7 @@ func notesFor(in *Input, capacityShown bool) []string {
 					s += fmt.Sprintf("; %d block sizes inferred from requested sizes", r.InferredSizes)
 				}
 				if r.Unresolved > 0 {
-					s += fmt.Sprintf("; %d frees outside any known segment skipped", r.Unresolved)
+					s += fmt.Sprintf("; %d blocks in unrestorable expandable runs given a segment of their own", r.Unresolved)
 				}
 				out = append(out, s)
 			}
@@ -202,6 +202,9 @@ func notesFor(in *Input, capacityShown bool) []string {
 		}
 		if res.Skipped > 0 {
 			out = append(out, fmt.Sprintf("%d events skipped", res.Skipped))
+			if res.UnknownFrees > 0 {
+				out = append(out, fmt.Sprintf("%d frees of addresses the trace never allocated (nor its state before the first event explains)", res.UnknownFrees))
+			}
 			out = append(out, res.Problems...)
 		}
 		// Devices without a capacity share one note (a trace may name
@@ -210,7 +213,10 @@ func notesFor(in *Input, capacityShown bool) []string {
 		var caps []uint64
 		for _, d := range res.Devices {
 			switch {
-			case d.CapacitySource == "unknown":
+			case d.CapacitySource == replay.SourceUnknown && d.UnusedCapacity != "":
+				out = append(out, fmt.Sprintf("device %d: --check does not use the %s (an estimate: the recording's OOMs recur where they happened, and it could only add others); replayed on %s, which does not run out (--capacity sets one)",
+					d.Index, d.UnusedCapacity, allocator.FormatSize(d.Capacity)))
+			case d.CapacitySource == replay.SourceUnknown:
 				if unlimited[d.Capacity] == nil {
 					caps = append(caps, d.Capacity)
 				}

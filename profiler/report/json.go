@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/json"
 	"io"
+	"sort"
 	"time"
 
 	"github.com/memreplay/memreplay/profiler"
@@ -89,7 +90,8 @@ func callsSummary(f *profiler.Figures) jsonCalls {
 type jsonCheck struct {
 	DecisionsExpected  int64           `json:"decisions_expected"`
 	DecisionsMatched   int64           `json:"decisions_matched"`
-	Passed             bool            `json:"passed"`
+	Passed             *bool           `json:"passed"` // null when there is nothing to check
+	NothingToCheck     bool            `json:"nothing_to_check,omitempty"`
 	FirstDivergence    *jsonDivergence `json:"first_divergence"`
 	FinalSegmentsMatch *bool           `json:"final_segments_match"`
 	FinalDifference    string          `json:"final_difference,omitempty"`
@@ -251,7 +253,13 @@ func checkJSON(c *replay.CheckResult) *jsonCheck {
 		return nil
 	}
 	out := &jsonCheck{DecisionsExpected: c.DecisionsExpected, DecisionsMatched: c.DecisionsMatched,
-		Passed: c.Passed(), FinalSegmentsMatch: c.FinalSegmentsMatch, FinalDifference: c.FinalDifference}
+		NothingToCheck: c.NothingToCheck, FinalSegmentsMatch: c.FinalSegmentsMatch, FinalDifference: c.FinalDifference}
+	if c.NothingToCheck {
+		out.FinalSegmentsMatch, out.FinalDifference = nil, ""
+	} else {
+		passed := c.Passed()
+		out.Passed = &passed
+	}
 	if d := c.FirstDivergence; d != nil {
 		out.FirstDivergence = &jsonDivergence{Event: d.Index, Device: d.Device, Expected: d.Expected, Actual: d.Actual}
 	}
@@ -306,6 +314,13 @@ func buildJSON(in *Input) *jsonReport {
 			if dp := deviceProfile(prof, d.Index); dp != nil {
 				fr := fragmentationJSON(&dp.Figures)
 				jd.Fragmentation, jd.Peak = &fr, trimCapture(dp.Peak, in.top())
+			} else if prof != nil {
+				// A device the trace names but never uses: nothing to
+				// profile, the figures of an empty device.
+				f := figures(&replay.Result{Devices: res.Devices[i : i+1]}, nil)
+				f.PeakLiveEvent, f.PeakReservedEvent = -1, -1 // its peak is its (empty) start
+				fr := fragmentationJSON(&f)
+				jd.Fragmentation = &fr
 			}
 			r.Devices = append(r.Devices, jd)
 		}
@@ -354,10 +369,12 @@ func deviceProfile(prof *profiler.Profile, index int32) *profiler.DeviceProfile 
 	if prof == nil {
 		return nil
 	}
-	for i := range prof.Devices {
-		if prof.Devices[i].Index == index {
-			return &prof.Devices[i]
-		}
+	// Looked up once per device: a search, not a walk, for traces that
+	// name thousands of devices (Devices is sorted by index).
+	ds := prof.Devices
+	i := sort.Search(len(ds), func(i int) bool { return ds[i].Index >= index })
+	if i < len(ds) && ds[i].Index == index {
+		return &ds[i]
 	}
 	return nil
 }

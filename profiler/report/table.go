@@ -91,6 +91,9 @@ func figuresSection(in *Input) section {
 			// simulated device is too large to run out (--capacity
 			// sets one).
 			capStr = "not limited (the trace records none; --capacity sets one)"
+			if res.Devices[0].UnusedCapacity != "" {
+				capStr = "not limited (--check uses no implied capacity; --capacity sets one)"
+			}
 		case src != "":
 			capStr += " (" + src + ")"
 		}
@@ -179,6 +182,9 @@ func checkSection(in *Input) *section {
 		return nil
 	}
 	c := in.Result.Check
+	if c.NothingToCheck {
+		return &section{title: "Check", lines: []string{replay.NothingToCheckMessage}}
+	}
 	verdict := "PASSED"
 	if !c.Passed() {
 		verdict = "FAILED"

@@ -227,6 +227,17 @@ func (t tally) charge(c Call, d time.Duration) {
 	t[c] = n
 }
 
+// chargeN adds n calls of kind c, each taking d.
+func (t tally) chargeN(c Call, n uint64, d time.Duration) {
+	if n == 0 {
+		return
+	}
+	k := t[c]
+	k.Calls += n
+	k.Time += time.Duration(n) * d
+	t[c] = k
+}
+
 func (t tally) fail(c Call) {
 	n := t[c]
 	n.Failures++

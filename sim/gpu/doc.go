@@ -52,6 +52,16 @@
 // the same options gives the same addresses, run after run, so replays and
 // tests can compare layouts.
 //
+// The window is far larger than the memory, as on hardware (2^47 to 2^49
+// bytes of virtual addresses per process): 2^49 by default, 512 times the
+// memory for a larger device. PyTorch reserves address space freely (1.125
+// times the memory per stream and pool under expandable segments), and a
+// trace must never run out of it by accident. Running out anyway (a window
+// set too small) is its own error, allocator.ErrAddressSpaceExhausted, with
+// the driver's CUDA_ERROR_OUT_OF_MEMORY name but not counted as out of
+// memory: PyTorch raises a plain error for it, and freeing cached memory
+// would not help.
+//
 // # Events
 //
 // Nothing runs on a simulated GPU, so nothing completes on its own. An event

@@ -106,3 +106,15 @@ func invalid(c Call, detail string, args ...any) error {
 func oom(c Call) error {
 	return deviceError(c, errOutOfMemory, "")
 }
+
+// noAddressSpace is the error of a call that finds no room for size bytes
+// in the process's address window: the driver's CUDA_ERROR_OUT_OF_MEMORY,
+// named for what it is (allocator.ErrAddressSpaceExhausted) and not out
+// of memory.
+func (p *Process) noAddressSpace(c Call, size uint64) error {
+	e := deviceError(c, errOutOfMemory, "virtual address space exhausted: no room for %d bytes in the process's window of %d bytes "+
+		"(%d reserved); the simulated device's address space (gpu.Options.AddressSpace) is too small for this workload",
+		size, p.gpu.window, p.gpu.window-p.va.freeBytes())
+	e.OOM, e.NoAddressSpace = false, true
+	return e
+}

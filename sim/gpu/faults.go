@@ -67,6 +67,11 @@ func (p *Process) ClearFaults() {
 
 // fire counts call c against the armed faults and returns the error of the
 // first one that comes due. A fatal one corrupts the context.
+// armed says whether a fault is armed on calls of kind c.
+func (p *Process) armed(c Call) bool {
+	return slices.ContainsFunc(p.faults, func(f fault) bool { return f.call == c })
+}
+
 func (p *Process) fire(c Call) error {
 	var hit error
 	kept := p.faults[:0]

@@ -27,11 +27,20 @@ const (
 	// host's address space.
 	DefaultAddressBase = uint64(0x7f0000000000)
 
-	// DefaultAddressSpace is each process's window of virtual addresses.
-	// Expandable segments reserve about 1.125 x the GPU's memory per
-	// (stream, pool), so a 141 GiB device needs ~160 GiB per segment; 16 TiB
-	// leaves room for a hundred of them.
-	DefaultAddressSpace = 16 * tiB
+	// DefaultAddressSpace is each process's window of virtual addresses,
+	// 2^49 bytes: what current GPUs give a process (2^47 to 2^49), far
+	// more than their memory. Expandable segments reserve about 1.125 x
+	// the GPU's memory per (stream, pool), and PyTorch reserves freely: a
+	// 141 GiB device needs ~160 GiB per segment, and 512 TiB holds over
+	// three thousand of them. A device of more than 1 TiB gets a window of
+	// vaPerCapacity times its memory instead (AddressSpace), so that a
+	// trace never runs out of address space by accident.
+	DefaultAddressSpace = 512 * tiB
+
+	// vaPerCapacity is the default window's minimum size in multiples of
+	// the (power-of-two rounded) capacity: room for over 450 expandable
+	// reservations.
+	vaPerCapacity = 512
 
 	// maxSize bounds sizes so that rounding and address arithmetic can
 	// never overflow 64 bits.
@@ -63,7 +72,10 @@ type Options struct {
 	// 2 MiB and of Granularity.
 	AddressBase uint64
 	// AddressSpace is the size of each process's virtual address window; a
-	// multiple of 2 MiB and of Granularity.
+	// multiple of 2 MiB and of Granularity. Zero: DefaultAddressSpace, or
+	// 512 times the capacity rounded up to a power of two when that is
+	// more (at most 2^56). Running out of it is its own error
+	// (allocator.ErrAddressSpaceExhausted), not out of memory.
 	AddressSpace uint64
 	// EventsCompleteImmediately makes every event complete when recorded,
 	// for runs that do not model stream timing at all.
@@ -143,7 +155,7 @@ func New(opts Options) (*GPU, error) {
 		return nil, fmt.Errorf("sim: address base %#x leaves no room below %#x", g.base, maxAddress)
 	}
 	if g.window == 0 {
-		g.window = DefaultAddressSpace
+		g.window = max(DefaultAddressSpace, min(maxSize, ceilPow2(g.capacity)*vaPerCapacity))
 	}
 	if g.window%align != 0 {
 		return nil, fmt.Errorf("sim: address space %d is not a multiple of %d", g.window, align)
@@ -222,4 +234,13 @@ func (g *GPU) hold(p *Process, n uint64) bool {
 func (g *GPU) drop(p *Process, n uint64) {
 	g.used -= n
 	p.used -= n
+}
+
+// ceilPow2 is the least power of two >= n (n <= 2^56).
+func ceilPow2(n uint64) uint64 {
+	p := uint64(1)
+	for p < n {
+		p <<= 1
+	}
+	return p
 }

@@ -186,7 +186,7 @@ func (p *Process) malloc(size uint64) (uint64, error) {
 	}
 	addr, ok := p.va.alloc(extent, align)
 	if !ok {
-		return 0, oom(CallMalloc)
+		return 0, p.noAddressSpace(CallMalloc, extent)
 	}
 	g.hold(p, phys)
 	p.segments[addr] = segment{va: extent, phys: phys}

@@ -64,3 +64,12 @@ func (v *vaSpace) release(addr, size uint64) {
 		v.free[i] = span{addr, end}
 	}
 }
+
+// freeBytes is the sum of the free ranges.
+func (v *vaSpace) freeBytes() uint64 {
+	var n uint64
+	for _, s := range v.free {
+		n += s.hi - s.lo
+	}
+	return n
+}

@@ -104,12 +104,11 @@ func (p *Process) reserveAddress(size uint64) (uint64, error) {
 		return 0, invalid(CallAddressReserve, "size %d is not a positive multiple of the granularity %d", size, g)
 	}
 	if size > p.gpu.window {
-		return 0, oom(CallAddressReserve)
+		return 0, p.noAddressSpace(CallAddressReserve, size)
 	}
 	addr, ok := p.va.alloc(size, max(g, largeAlign))
 	if !ok {
-		// The driver's answer when the address space is exhausted.
-		return 0, oom(CallAddressReserve)
+		return 0, p.noAddressSpace(CallAddressReserve, size)
 	}
 	r := span{addr, addr + size}
 	i, _ := slices.BinarySearchFunc(p.vmm.reservations, addr, func(s span, a uint64) int {
@@ -172,6 +171,32 @@ func (p *Process) createPage(size uint64) (allocator.PageHandle, error) {
 	p.vmm.lastPage++
 	p.vmm.pages[p.vmm.lastPage] = &page{size: size}
 	return p.vmm.lastPage, nil
+}
+
+var _ allocator.PageRefuser = (*Process)(nil)
+
+// RefusePages says at once whether n CreatePage calls of size bytes in a
+// row would run out of memory, and if so counts them as made: the ones
+// that fit, the failing one, and the Release of each created page (the
+// allocator's cleanup), with their modelled time. It declines (nil) where
+// the calls one by one could answer otherwise: a closed process, a sticky
+// error, faults armed on either call, an invalid size.
+func (p *Process) RefusePages(size, n uint64) error {
+	p.gpu.mu.Lock()
+	defer p.gpu.mu.Unlock()
+	g := p.gpu
+	if p.closed || p.sticky != nil || n == 0 || size == 0 || size%g.granularity != 0 ||
+		p.armed(CallCreatePage) || p.armed(CallRelease) {
+		return nil
+	}
+	fit := (g.capacity - g.used) / size
+	if fit >= n {
+		return nil
+	}
+	p.tally.chargeN(CallCreatePage, fit+1, g.costs.Of(CallCreatePage))
+	p.tally.fail(CallCreatePage)
+	p.tally.chargeN(CallRelease, fit, g.costs.Of(CallRelease))
+	return oom(CallCreatePage)
 }
 
 // Map is cuMemMap: page h at addr, inside one reservation, over granules

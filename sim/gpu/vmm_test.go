@@ -231,11 +231,11 @@ func TestVMMReserveBeyondAddressSpace(t *testing.T) {
 	g := newGPU(t, giB, func(o *gpu.Options) { o.AddressSpace = 64 * miB })
 	p := newProcess(t, g)
 	_, err := p.ReserveAddress(128 * miB)
-	requireOOM(t, err, "cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY")
+	requireNoAddressSpace(t, err)
 	a, err := p.ReserveAddress(40 * miB)
 	require.NoError(t, err)
 	_, err = p.ReserveAddress(40 * miB)
-	requireOOM(t, err, "cuMemAddressReserve", "CUDA_ERROR_OUT_OF_MEMORY")
+	requireNoAddressSpace(t, err)
 	require.NoError(t, p.FreeAddress(a, 40*miB))
 	_, err = p.ReserveAddress(64 * miB)
 	require.NoError(t, err, "freed address space coalesces back into one range")
@@ -265,4 +265,28 @@ func TestCreatePageOutOfMemory(t *testing.T) {
 	require.NoError(t, p.Release(h1))
 	_, err = q.CreatePage(page)
 	require.NoError(t, err)
+}
+
+// RefusePages answers for a run of CreatePage calls that cannot all
+// succeed: the calls that fit, the failing one and the releases are
+// counted as made; a run that fits, or one faults could change, is left to
+// the calls.
+func TestRefusePages(t *testing.T) {
+	const page = 20 * miB
+	g := newGPU(t, 100*miB)
+	p := newProcess(t, g)
+	require.NoError(t, p.RefusePages(page, 5))
+	require.Zero(t, p.Counters().Get(gpu.CallCreatePage).Calls, "a run that fits makes no call here")
+
+	err := p.RefusePages(page, 6)
+	require.ErrorIs(t, err, allocator.ErrDeviceOutOfMemory)
+	create, release := p.Counters().Get(gpu.CallCreatePage), p.Counters().Get(gpu.CallRelease)
+	assert.EqualValues(t, 6, create.Calls)
+	assert.EqualValues(t, 1, create.Failures)
+	assert.EqualValues(t, 5, release.Calls)
+	assert.Equal(t, 6*gpu.DefaultCosts().Of(gpu.CallCreatePage)+5*gpu.DefaultCosts().Of(gpu.CallRelease), create.Time+release.Time)
+	assert.Zero(t, g.Used())
+
+	p.FailCreatePage(3)
+	require.NoError(t, p.RefusePages(page, 6), "armed faults: the calls one by one decide")
 }

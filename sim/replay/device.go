@@ -1,7 +1,7 @@
 package replay
 
 import (
-	"sort"
+	"github.com/google/btree"
 
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/trace"
@@ -40,39 +40,71 @@ type device struct {
 // xrange maps [ours, ours+size) to the simulator's [sim, sim+size).
 type xrange struct{ ours, sim, size uint64 }
 
-// xranges is a set of disjoint ranges sorted by ours.
-type xranges []xrange
+// xranges is a set of disjoint ranges ordered by ours. A B-tree: a trace
+// may hold hundreds of thousands of segments, and releasing them all (an
+// out-of-memory's release of the cache) must not move the rest each time.
+// The zero value is empty.
+type xranges struct{ t *btree.BTreeG[xrange] }
 
-// find returns the index of the range holding addr, or -1.
-func (x xranges) find(addr uint64) int {
-	i := sort.Search(len(x), func(i int) bool { return x[i].ours+x[i].size > addr })
-	if i < len(x) && x[i].ours <= addr {
-		return i
+func xrangeLess(a, b xrange) bool { return a.ours < b.ours }
+
+// find returns the range holding addr.
+func (x *xranges) find(addr uint64) (xrange, bool) {
+	if x.t == nil {
+		return xrange{}, false
 	}
-	return -1
+	var r xrange
+	found := false
+	x.t.DescendLessOrEqual(xrange{ours: addr}, func(c xrange) bool {
+		r, found = c, addr-c.ours < c.size
+		return false
+	})
+	return r, found
 }
 
 // free says whether [addr, addr+size) meets no range.
-func (x xranges) free(addr, size uint64) bool {
-	i := sort.Search(len(x), func(i int) bool { return x[i].ours+x[i].size > addr })
-	return i == len(x) || x[i].ours >= addr+size
+func (x *xranges) free(addr, size uint64) bool {
+	if _, ok := x.find(addr); ok {
+		return false
+	}
+	if x.t == nil {
+		return true
+	}
+	ok := true
+	x.t.AscendGreaterOrEqual(xrange{ours: addr}, func(c xrange) bool {
+		ok = c.ours >= addr+size
+		return false
+	})
+	return ok
 }
 
-func (x xranges) translate(addr uint64) uint64 {
-	if i := x.find(addr); i >= 0 {
-		return x[i].sim + (addr - x[i].ours)
+func (x *xranges) translate(addr uint64) uint64 {
+	if r, ok := x.find(addr); ok {
+		return r.sim + (addr - r.ours)
 	}
 	return addr
 }
 
 func (x *xranges) insert(r xrange) {
-	i := sort.Search(len(*x), func(i int) bool { return (*x)[i].ours > r.ours })
-	*x = append(*x, xrange{})
-	copy((*x)[i+1:], (*x)[i:])
-	(*x)[i] = r
+	if x.t == nil {
+		x.t = btree.NewG(16, xrangeLess)
+	}
+	x.t.ReplaceOrInsert(r)
 }
 
-func (x *xranges) remove(i int) { *x = append((*x)[:i], (*x)[i+1:]...) }
+// holds says whether a range holds addr.
+func (x *xranges) holds(addr uint64) bool {
+	_, ok := x.find(addr)
+	return ok
+}
+
+// remove deletes the range starting at ours and returns it.
+func (x *xranges) remove(ours uint64) (xrange, bool) {
+	if x.t == nil {
+		return xrange{}, false
+	}
+	return x.t.Delete(xrange{ours: ours})
+}
 
 // replayAddressBase is where simulated addresses start: far above the user
 // space pointers CUDA hands out, so fresh and recorded addresses never meet.
@@ -100,7 +132,7 @@ func (v *device) place(simAddr, size uint64, want trace.Action) uint64 {
 			ours = v.force
 		}
 	} else if h := v.d.head(); h != nil && h.action == want && (want != trace.ActionSegmentAlloc || h.size == size) &&
-		h.addr != 0 && h.addr+size > h.addr && v.ranges.free(h.addr, size) && v.d.aliases.find(h.addr) < 0 {
+		h.addr != 0 && h.addr+size > h.addr && v.ranges.free(h.addr, size) && !v.d.aliases.holds(h.addr) {
 		ours = h.addr
 	}
 	if ours == simAddr && want == trace.ActionSegmentMap {
@@ -114,12 +146,10 @@ func (v *device) place(simAddr, size uint64, want trace.Action) uint64 {
 }
 
 func (v *device) drop(ours uint64) (xrange, bool) {
-	i := v.ranges.find(ours)
-	if i < 0 || v.ranges[i].ours != ours {
+	r, ok := v.ranges.remove(ours)
+	if !ok {
 		return xrange{}, false
 	}
-	r := v.ranges[i]
-	v.ranges.remove(i)
 	delete(v.unaliased, ours)
 	return r, true
 }
@@ -171,6 +201,17 @@ func (v *device) CreatePage(size uint64) (allocator.PageHandle, error) {
 		return 0, scriptedOOM
 	}
 	return v.p.CreatePage(size)
+}
+
+var _ allocator.PageRefuser = (*device)(nil)
+
+// RefusePages passes the question to the process when it can answer it;
+// a scripted failure is left to the first CreatePage, which gives it.
+func (v *device) RefusePages(size, n uint64) error {
+	if r, ok := v.p.(allocator.PageRefuser); ok && !v.failHere() {
+		return r.RefusePages(size, n)
+	}
+	return nil
 }
 
 func (v *device) Map(addr uint64, h allocator.PageHandle) error {

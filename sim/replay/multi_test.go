@@ -45,6 +45,8 @@ func TestReplayBadInput(t *testing.T) {
 		{"double alloc", []trace.Event{ev(trace.ActionAlloc, 0x1000, 10), ev(trace.ActionAlloc, 0x1000, 10)}, "event 1: alloc at 0x1000, which is live since event 0"},
 		{"zero alloc", []trace.Event{ev(trace.ActionAlloc, 0x1000, 0)}, "event 0: alloc of 0 bytes"},
 		{"unknown completion", []trace.Event{ev(trace.ActionFreeCompleted, 0x2000, 10)}, "event 0: free_completed of unknown address 0x2000"},
+		{"negative device", []trace.Event{{Action: trace.ActionAlloc, Device: -7, Addr: 0x1000, Size: 10}}, "event 0: device -7 out of range (0 to 65536)"},
+		{"device too large", []trace.Event{{Action: trace.ActionMarker, Device: 99999}}, "event 0: device 99999 out of range (0 to 65536)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -58,6 +60,28 @@ func TestReplayBadInput(t *testing.T) {
 			require.EqualValues(t, 1, res.Skipped)
 			require.Len(t, res.Problems, 1)
 		})
+	}
+}
+
+// A header naming an out-of-range device (an RMM log named log.dev99999.csv)
+// is an error; under Lenient every event on it is counted as skipped, with
+// or without a recorder watching (report, compare).
+func TestReplayDeviceOutOfRangeLenient(t *testing.T) {
+	events := []trace.Event{
+		{Action: trace.ActionAlloc, Device: 99999, Addr: 0x1000, Size: 10},
+		{Action: trace.ActionFreeRequested, Device: 99999, Addr: 0x1000, Size: 10},
+		{Action: trace.ActionFreeCompleted, Device: 99999, Addr: 0x1000, Size: 10},
+	}
+	tr := &trace.Trace{Header: trace.Header{Source: "rmm", SourceFile: "log.dev99999.csv", Devices: []trace.Device{{Index: 99999}}},
+		Stacks: trace.NewStacks(), Events: events}
+	_, err := replay.RunTrace(tr, replay.Options{})
+	require.EqualError(t, err, "log.dev99999.csv: device 99999 out of range (0 to 65536)")
+	for _, check := range []bool{false, true} {
+		res, err := replay.RunTrace(tr, replay.Options{Lenient: true, Check: check})
+		require.NoError(t, err)
+		require.EqualValues(t, 3, res.Skipped)
+		require.Len(t, res.Problems, 3)
+		require.Empty(t, res.Devices)
 	}
 }
 

@@ -33,9 +33,13 @@ import (
 // its size is the rounded request, grown to the next live block or the
 // segment's end when the remainder is too small to have been split off
 // (should_split), which is how best fit would have carved it. Such sizes
-// are counted as inferred. A freed block outside every known segment gets a
-// segment of its own, at its address, so that its free replays; these are
-// counted as unresolved, and a note says so.
+// are counted as inferred. A freed block inside an expandable run (mapped
+// or unmapped by the trace, or in its final state), which cannot be
+// restored, gets a segment of its own at its address, so that its free
+// replays; these are counted as unresolved, and a note says so. A freed
+// block outside every known segment and run is explained by nothing the
+// trace holds: it is left out, and the replay reports its free as bad
+// input (a free of an address the trace never allocated).
 
 // Reconstruct fills t.Initial when the trace does not start from an empty
 // allocator, and returns what it rebuilt (nil for a complete trace). The
@@ -88,6 +92,8 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
 				}
 			}
+		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+			w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
 		case trace.ActionSegmentAlloc:
 			w.created[e.Addr] = true
 		case trace.ActionSegmentFree:
@@ -105,6 +111,7 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 			if s.Expandable {
 				// A mapped run; its pages cannot be restored.
 				w.skippedExpandable++
+				w.expandable = append(w.expandable, addrRange{s.Address, s.TotalSize})
 				continue
 			}
 			if !w.created[s.Address] {
@@ -150,7 +157,7 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 	for _, s := range out {
 		rec.SegmentBytes += s.TotalSize
 	}
-	rec.Notes = append([]string{fmt.Sprintf("initial state reconstructed: %d segments (%s), %d blocks live before the first event (%s), %d block sizes inferred, %d blocks outside known segments",
+	rec.Notes = append([]string{fmt.Sprintf("initial state reconstructed: %d segments (%s), %d blocks live before the first event (%s), %d block sizes inferred, %d blocks in unrestorable expandable runs given a segment of their own",
 		rec.Segments, allocator.FormatSize(rec.SegmentBytes), rec.LiveBlocks, allocator.FormatSize(rec.LiveBytes), rec.InferredSizes, rec.Unresolved)}, rec.Notes...)
 	t.Initial = out
 	t.InitialReconstructed = true
@@ -171,6 +178,32 @@ type devWalk struct {
 	state             map[uint64]uint8
 	preLive           map[uint64]*preBlock
 	skippedExpandable int
+	// expandable holds the expandable runs the trace names (mapped,
+	// unmapped, or in the final state): a block freed inside one is
+	// explained though its run cannot be restored.
+	expandable []addrRange
+	reach      []uint64
+}
+
+type addrRange struct{ addr, size uint64 }
+
+// inExpandable says whether addr lies in one of the expandable runs;
+// w.reach must be set (sortExpandable).
+func (w *devWalk) inExpandable(addr uint64) bool {
+	i := sort.Search(len(w.expandable), func(i int) bool { return w.expandable[i].addr > addr }) - 1
+	return i >= 0 && w.reach[i] > addr
+}
+
+// sortExpandable orders the runs by address and sets reach[i], the
+// furthest end among the first i+1 (runs may overlap).
+func (w *devWalk) sortExpandable() {
+	sort.Slice(w.expandable, func(i, j int) bool { return w.expandable[i].addr < w.expandable[j].addr })
+	w.reach = make([]uint64, len(w.expandable))
+	var far uint64
+	for i, r := range w.expandable {
+		far = max(far, r.addr+r.size)
+		w.reach[i] = far
+	}
 }
 
 type preBlock struct {
@@ -193,7 +226,9 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 	}
 	sort.Slice(blocks, func(i, j int) bool { return blocks[i].addr < blocks[j].addr })
 
-	// Blocks outside every known segment get a segment of their own.
+	// Blocks outside every known segment but inside an expandable run get
+	// a segment of their own.
+	w.sortExpandable()
 	var orphans []*preBlock
 	inSeg := func(addr uint64) *trace.Segment {
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Address+segs[i].TotalSize > addr })
@@ -208,6 +243,12 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		}
 	}
 	for _, b := range orphans {
+		if !w.inExpandable(b.addr) {
+			// Nothing the trace holds explains the block: its free is
+			// bad input, which the replay reports (or, under Lenient,
+			// counts and skips) at the event.
+			continue
+		}
 		size := b.size
 		if !b.known {
 			size = policy.RoundSize(cfg, b.requested)
@@ -315,6 +356,9 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 			reserved[e.Device] -= int64(e.Size)
 		case trace.ActionOOM:
 			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
+			if c == 0 {
+				continue // no free bytes recorded (an RMM log): no figure
+			}
 			if b, ok := best[e.Device]; !ok || c < b {
 				best[e.Device] = c
 				from[e.Device] = int64(i)
@@ -326,28 +370,22 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 		ids = append(ids, d)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	// No note: the device's CapacitySource says it, and the report notes
+	// it once, as used or, under check mode, not.
 	for _, d := range ids {
-		c := best[d]
-		found, filled := false, false
+		c, src := best[d], fmt.Sprintf("implied by the oom at event %d", from[d])
+		found := false
 		for k := range t.Header.Devices {
 			if t.Header.Devices[k].Index == d {
 				found = true
 				if t.Header.Devices[k].Capacity == 0 {
-					t.Header.Devices[k].Capacity = c
-					t.Header.Devices[k].CapacitySource = fmt.Sprintf("implied by the oom at event %d", from[d])
-					filled = true
+					t.Header.Devices[k].Capacity, t.Header.Devices[k].CapacitySource = c, src
 				}
 			}
 		}
 		if !found {
-			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c,
-				CapacitySource: fmt.Sprintf("implied by the oom at event %d", from[d])})
-			filled = true
+			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
 		}
-		if !filled {
-			continue
-		}
-		t.Header.Notes = append(t.Header.Notes, fmt.Sprintf("device %d: capacity %s implied by the oom at event %d", d, allocator.FormatSize(c), from[d]))
 	}
 	return from
 }

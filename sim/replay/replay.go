@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -189,6 +190,13 @@ type replayer struct {
 	// inputs is opts.Recorder when it records the replay as a trace
 	// (ReplayRecorder): told the inputs the replay applies or makes up.
 	inputs inputRecorder
+	// decisionsRead and allocsRead count the trace's decision and alloc
+	// entries: whether a check has anything to compare.
+	decisionsRead, allocsRead int64
+	// initBy holds the initial segments by device; hdr the header's entry
+	// for each device (the first with a capacity).
+	initBy map[int32][]*trace.Segment
+	hdr    map[int32]trace.Device
 }
 
 func (rp *replayer) setup() error {
@@ -216,15 +224,38 @@ func (rp *replayer) setup() error {
 	if reconstructed {
 		rp.res.Reconstructed = summarize(init, rp.header.Notes)
 	}
+	// Per-device views, built once: a trace may name tens of thousands of
+	// devices, and a lookup per device must not walk them all.
+	rp.initBy = map[int32][]*trace.Segment{}
+	for i := range init {
+		rp.initBy[init[i].Device] = append(rp.initBy[init[i].Device], &init[i])
+	}
+	rp.hdr = map[int32]trace.Device{}
+	for _, d := range rp.header.Devices {
+		if _, seen := rp.hdr[d.Index]; !seen || (rp.hdr[d.Index].Capacity == 0 && d.Capacity != 0) {
+			rp.hdr[d.Index] = d
+		}
+	}
 	for i := range init {
 		if _, err := rp.device(init[i].Device); err != nil {
 			return err
 		}
 	}
 	for _, d := range rp.header.Devices {
-		if _, err := rp.device(d.Index); err != nil {
-			return err
+		if !validDevice(d.Index) {
+			if rp.opts.Lenient {
+				continue // its events are counted as skipped, one by one
+			}
+			return rp.bad(-1, fmt.Sprintf("device %d out of range (0 to %d)", d.Index, MaxDevice))
 		}
+		if rp.opts.NewProcess != nil {
+			// A real device describes itself (name, memory): open it.
+			if _, err := rp.device(d.Index); err != nil {
+				return err
+			}
+		}
+		// A simulated device the header names but nothing uses costs
+		// nothing: it is made on first use, or reported empty (finish).
 	}
 	return nil
 }
@@ -235,8 +266,10 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	if d := rp.devs[i]; d != nil {
 		return d, nil
 	}
-	if i < 0 || i > 1<<16 {
-		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range", i))
+	if !validDevice(i) {
+		// Under Lenient, bad counts the event and returns nil: the
+		// caller skips it.
+		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range (0 to %d)", i, MaxDevice))
 	}
 	capacity, source := rp.capacity(i)
 	newProc := rp.opts.NewProcess
@@ -255,6 +288,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	}
 	d := &devState{rp: rp, index: i, proc: proc, live: map[uint64]liveBlock{},
 		capacity: capacity, capacitySource: source, name: name, measured: measured}
+	if source == SourceUnknown {
+		d.unusedCapacity = rp.unusedCapacity(i)
+	}
 	d.dev = &device{p: proc, d: d, script: rp.opts.Check}
 	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i))}
 	if rp.opts.InvariantChecks {
@@ -303,25 +339,44 @@ func (d *devState) malloc(size uint64, s allocator.Stream) (*allocator.Block, er
 	return b, err
 }
 
+// MaxDevice is the largest device ordinal a trace may name.
+const MaxDevice = 1 << 16
+
+func validDevice(i int32) bool { return i >= 0 && i <= MaxDevice }
+
 func (rp *replayer) capacity(i int32) (uint64, string) {
 	if rp.opts.Capacity > 0 {
 		return rp.opts.Capacity, "option"
 	}
-	for _, d := range rp.header.Devices {
-		if d.Index != i || d.Capacity == 0 {
-			continue
-		}
+	if d, ok := rp.hdr[i]; ok && d.Capacity != 0 {
 		if d.CapacitySource == "" {
 			return d.Capacity, "trace header"
 		}
 		if !rp.opts.Check {
-			// In check mode the device fails where the recording's did;
-			// an implied size could only add failures of its own.
 			return d.Capacity, d.CapacitySource
 		}
+		// In check mode the device fails where the recording's did; an
+		// implied size could only add failures of its own.
 	}
-	return UnknownCapacity, "unknown"
+	return UnknownCapacity, SourceUnknown
 }
+
+// unusedCapacity describes the capacity device i's oom entries imply when
+// check mode does not use it ("" when there is none).
+func (rp *replayer) unusedCapacity(i int32) string {
+	if !rp.opts.Check || rp.opts.Capacity > 0 {
+		return ""
+	}
+	if d, ok := rp.hdr[i]; ok && d.Capacity != 0 && d.CapacitySource != "" {
+		return allocator.FormatSize(d.Capacity) + " " + d.CapacitySource
+	}
+	return ""
+}
+
+// SourceUnknown is the CapacitySource of a device whose capacity neither
+// the options nor the trace give (or only an estimate check mode does not
+// use): UnknownCapacity, which does not run out.
+const SourceUnknown = "unknown"
 
 // next reads the next event into e, from the look-ahead buffer if any.
 func (rp *replayer) next(e *trace.Event) error {
@@ -396,6 +451,15 @@ func (rp *replayer) loop() error {
 		if err != nil {
 			return err
 		}
+		if d == nil {
+			continue // an out-of-range device, counted as skipped (Lenient)
+		}
+		switch {
+		case e.Action.IsDecision():
+			rp.decisionsRead++
+		case e.Action == trace.ActionAlloc:
+			rp.allocsRead++
+		}
 		stop, err := d.event(idx, &e)
 		if err != nil {
 			return err
@@ -429,20 +493,54 @@ func (rp *replayer) bad(idx int64, msg string) error {
 
 func (rp *replayer) finish() error {
 	final, hasFinal := rp.r.Final()
+	if c := rp.check; c != nil && !Checkable(rp.header.Source, rp.decisionsRead, rp.allocsRead, hasFinal) {
+		// Without recorded decisions, an alloc's address is the
+		// recorder's (RMM's pool, a generator), not a caching allocator's
+		// decision; with no alloc either, a final state only repeats the
+		// initial one rebuilt from it. The end layout is still compared
+		// (FinalSegmentsMatch): the rebuilt state must be consistent.
+		*c = CheckResult{NothingToCheck: true}
+	}
 	if rp.res.Stopped {
 		hasFinal = hasFinal && false
 	}
 	// Devices that appear only in the final state.
 	if hasFinal && !rp.res.Stopped {
 		for i := range final {
+			if !validDevice(final[i].Device) && rp.opts.Lenient {
+				continue
+			}
 			if _, err := rp.device(final[i].Device); err != nil {
 				return err
 			}
 		}
 	}
+	if ms := rp.opts.ExpectStats; ms != nil && ms.Device >= 0 && rp.devs[ms.Device] == nil {
+		if _, named := rp.hdr[ms.Device]; named {
+			if _, err := rp.device(ms.Device); err != nil {
+				return err
+			}
+		}
+	}
+	finalBy := map[int32][]trace.Segment{}
+	if hasFinal {
+		for i := range final {
+			finalBy[final[i].Device] = append(finalBy[final[i].Device], final[i])
+		}
+	}
 	sort.Slice(rp.order, func(i, j int) bool { return rp.order[i] < rp.order[j] })
+	empty := rp.emptyDevices()
+	var stats *allocator.Stats
+	if len(empty) > 0 {
+		stats = rp.emptyStats()
+	}
+	rp.res.Devices = make([]DeviceResult, 0, len(rp.order)+len(empty))
 	match := true
 	for _, i := range rp.order {
+		for len(empty) > 0 && empty[0] < i {
+			rp.res.Devices = append(rp.res.Devices, rp.emptyResult(empty[0], stats))
+			empty = empty[1:]
+		}
 		d := rp.devs[i]
 		if !rp.res.Stopped {
 			if err := d.endOfTrace(); err != nil {
@@ -452,16 +550,19 @@ func (rp *replayer) finish() error {
 		d.drain(rp.n - 1)
 		snap := d.a.Snapshot()
 		rp.res.Devices = append(rp.res.Devices, DeviceResult{
-			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, Name: d.name,
+			Index: i, Capacity: d.capacity, CapacitySource: d.capacitySource, UnusedCapacity: d.unusedCapacity, Name: d.name,
 			Stats: d.a.Stats(), Counters: d.counters(), TimeMeasured: d.measured, Final: snap,
 			Mallocs: d.mallocs, MallocNS: d.mallocNS,
 		})
 		if rp.check != nil && hasFinal {
-			if diff := compareFinal(i, final, snap, d.aliases.translate); diff != "" && match {
+			if diff := compareFinal(i, finalBy[i], snap, d.aliases.translate); diff != "" && match {
 				match = false
 				rp.check.FinalDifference = diff
 			}
 		}
+	}
+	for _, i := range empty {
+		rp.res.Devices = append(rp.res.Devices, rp.emptyResult(i, stats))
 	}
 	if rp.check != nil && hasFinal {
 		rp.check.FinalSegmentsMatch = &match
@@ -474,11 +575,48 @@ func (rp *replayer) finish() error {
 		got := rp.devs[dev].a.Stats()
 		rp.res.StatsCheck = checkStats(ms, dev, got.Map(), rp.infer, rp.res.Reconstructed != nil, rp.res.Stopped)
 	}
-	if rp.check != nil && rp.res.Stopped && rp.check.FirstDivergence == nil {
+	if rp.check != nil && rp.res.Stopped && rp.check.FirstDivergence == nil && !rp.check.NothingToCheck {
 		rp.check.FirstDivergence = &Divergence{Index: rp.res.StoppedAt, Expected: "the replay to continue",
 			Actual: "stopped by out of memory"}
 	}
 	return nil
+}
+
+// emptyDevices returns, in order, the devices the header names that nothing
+// used: no allocator is made for them, and none is needed to say that they
+// hold nothing.
+func (rp *replayer) emptyDevices() []int32 {
+	var out []int32
+	for i := range rp.hdr {
+		if rp.devs[i] == nil && validDevice(i) {
+			out = append(out, i)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// emptyResult describes the unused device i; stats are a fresh
+// allocator's (emptyStats).
+func (rp *replayer) emptyResult(i int32, stats *allocator.Stats) DeviceResult {
+	capacity, source := rp.capacity(i)
+	r := DeviceResult{Index: i, Capacity: capacity, CapacitySource: source, Stats: *stats}
+	if source == SourceUnknown {
+		r.UnusedCapacity = rp.unusedCapacity(i)
+	}
+	return r
+}
+
+// emptyStats are the statistics of a fresh allocator with the replay's
+// settings (some follow them), made once for every unused device.
+func (rp *replayer) emptyStats() *allocator.Stats {
+	stats := new(allocator.Stats)
+	if p, err := newSimProcess(0, UnknownCapacity, SourceUnknown); err == nil {
+		if a, err := allocator.New(p, rp.cfg); err == nil {
+			*stats = a.Stats()
+		}
+	}
+	return stats
 }
 
 // counters are the device calls the replay made, the restore's excluded.
@@ -500,6 +638,7 @@ type devState struct {
 
 	capacity       uint64
 	capacitySource string
+	unusedCapacity string       // DeviceResult.UnusedCapacity
 	name           string       // the device's name (Describer); "" when simulated
 	measured       bool         // the process measures its calls' time
 	baseline       gpu.Counters // device calls of the restore, not the trace's
@@ -754,7 +893,7 @@ func (d *devState) completeDeferred(idx int64) error {
 // translation of rec.
 func (d *devState) alias(rec, ours uint64) uint64 {
 	size, ok := d.dev.unaliased[ours]
-	if !ok || d.aliases.find(rec) >= 0 {
+	if !ok || d.aliases.holds(rec) {
 		return rec
 	}
 	delete(d.dev.unaliased, ours)
@@ -957,7 +1096,14 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 			d.skipCompletion(e)
 			return nil
 		}
-		return d.rp.bad(idx, fmt.Sprintf("free of unknown address %#x", e.Addr))
+		// Neither allocated by the trace nor explained by the state
+		// before it (reconstruct.go): bad input.
+		if err := d.rp.bad(idx, fmt.Sprintf("free of unknown address %#x", e.Addr)); err != nil {
+			return err
+		}
+		d.rp.res.UnknownFrees++
+		d.skipCompletion(e)
+		return nil
 	}
 	if lb.pending {
 		return d.rp.bad(idx, fmt.Sprintf("double free of %#x (freed before, not yet completed)", e.Addr))
@@ -1051,7 +1197,11 @@ func (d *devState) skipCompletion(e *trace.Event) {
 func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 	lb, ok := d.live[e.Addr]
 	if !ok {
-		return d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr))
+		if err := d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr)); err != nil {
+			return err
+		}
+		d.rp.res.UnknownFrees++
+		return nil
 	}
 	if !lb.pending {
 		if lb.at >= 0 {

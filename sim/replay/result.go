@@ -6,6 +6,7 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // OOMPolicy says what a replay does when its allocator runs out of memory
@@ -64,6 +65,10 @@ type Result struct {
 	// events the OOM policy skipped. Problems keeps the first few reasons.
 	Skipped  int64
 	Problems []string
+	// UnknownFrees counts, among the skipped events, the frees (or
+	// completions) of addresses the trace never allocated and its state
+	// before the first event does not explain.
+	UnknownFrees int64
 	// Reconstructed describes the state rebuilt before the first event of
 	// a partial trace; nil for a trace recorded from the start.
 	Reconstructed *Reconstruction
@@ -82,6 +87,11 @@ type DeviceResult struct {
 	// for a real one.
 	Capacity       uint64
 	CapacitySource string
+	// UnusedCapacity, with CapacitySource "unknown" under Check, is the
+	// capacity the trace's oom entries imply, which only a replay without
+	// Check uses ("21.94 GiB implied by the oom at event 1234"); "" when
+	// the trace implies none.
+	UnusedCapacity string
 	// Name names a real device ("NVIDIA H200, cuda:0"); empty when
 	// simulated.
 	Name     string
@@ -120,11 +130,38 @@ type CheckResult struct {
 	FinalSegmentsMatch *bool
 	// FinalDifference describes the first difference of the final layout.
 	FinalDifference string
+	// NothingToCheck says the trace holds nothing to compare: no decision
+	// entry, and no final state with alloc entries whose addresses it
+	// would place (a state-only or legacy snapshot, an RMM log, a
+	// generated trace). The counts are then zero; Passed is false, and
+	// neither a pass nor a failure is meant. FinalSegmentsMatch is still
+	// set when the trace has an end state: that the state rebuilt before
+	// the first event leads to it, a consistency check of the import.
+	NothingToCheck bool
 }
 
-// Passed reports whether every decision and the final layout matched.
+// NothingToCheckMessage says why a check had nothing to compare, as the
+// reports print it.
+const NothingToCheckMessage = "nothing to check: the trace records no decision of a caching allocator " +
+	"(segment or oom entry) and no end state to compare with"
+
+// Checkable says whether a check has anything to compare in a trace from
+// source with that many decision and alloc entries and, when hasFinal, an
+// end state: recorded decisions, or alloc addresses placed by the
+// allocator whose end state the trace holds. inspect answers with it too.
+func Checkable(source string, decisions, allocs int64, hasFinal bool) bool {
+	if source == trace.SourceRMM {
+		// Its oom entries are RMM's memory resource failing, not a
+		// caching allocator's decision.
+		return false
+	}
+	return decisions > 0 || (hasFinal && allocs > 0)
+}
+
+// Passed reports whether every decision and the final layout matched, and
+// there was something to compare (NothingToCheck).
 func (c *CheckResult) Passed() bool {
-	return c.FirstDivergence == nil && c.DecisionsMatched == c.DecisionsExpected &&
+	return !c.NothingToCheck && c.FirstDivergence == nil && c.DecisionsMatched == c.DecisionsExpected &&
 		(c.FinalSegmentsMatch == nil || *c.FinalSegmentsMatch)
 }
 
@@ -146,7 +183,7 @@ type Reconstruction struct {
 	SegmentBytes  uint64 // their bytes
 	LiveBlocks    int    // blocks live before the first event
 	LiveBytes     uint64
-	Unresolved    int // frees of blocks outside any known segment (skipped)
+	Unresolved    int // blocks freed inside expandable runs the restore cannot rebuild, given a segment each
 	InferredSizes int // live blocks whose size was inferred from their requested size
 	// Placed says that a policy other than PyTorch's placed the live
 	// blocks itself, largest first, instead of the recorded segments

@@ -15,13 +15,7 @@ import (
 // the program had changed it after loading its model: PyTorch keeps such
 // segments, and a snapshot does not carry an expandable segment's pages.
 func (d *devState) restore() error {
-	init, _ := d.rp.r.Initial()
-	var segs []*trace.Segment
-	for i := range init {
-		if init[i].Device == d.index {
-			segs = append(segs, &init[i])
-		}
-	}
+	segs := d.rp.initBy[d.index]
 	if len(segs) == 0 {
 		return nil
 	}

@@ -757,7 +757,9 @@
       checked.forEach(function (r) {
         ck.push(h('h3', { text: r.label }));
         var c = r.report.check;
-        if (c) {
+        if (c && c.nothing_to_check) {
+          ck.push(h('p', { 'data-check': 'decisions', 'class': 'nothing', text: 'nothing to check: the trace records no allocator decision (segment or oom entry) and no end state to compare with' }));
+        } else if (c) {
           var lines = ['check ' + (c.passed ? 'PASSED' : 'FAILED') + ': ' + c.decisions_matched + ' of ' + c.decisions_expected + ' decisions matched'];
           if (c.first_divergence) {
             var d = c.first_divergence;
