@@ -203,7 +203,11 @@ func notesFor(in *Input, capacityShown bool) []string {
 		if res.Skipped > 0 {
 			out = append(out, fmt.Sprintf("%d events skipped", res.Skipped))
 			if res.UnknownFrees > 0 {
-				out = append(out, fmt.Sprintf("%d frees of addresses the trace never allocated (nor its state before the first event explains)", res.UnknownFrees))
+				what := "frees of addresses"
+				if res.UnknownFrees == 1 {
+					what = "free of an address"
+				}
+				out = append(out, fmt.Sprintf("%d %s the trace never allocated (nor its state before the first event explains)", res.UnknownFrees, what))
 			}
 			out = append(out, res.Problems...)
 		}
