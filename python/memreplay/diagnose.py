@@ -5,7 +5,7 @@ allocator's statistics.
 Three causes, in the order they are tested:
 
 - fragmentation: the process had at least the requested bytes reserved but
-  unallocated, in pieces none of which was large enough; the seeds' trial 268
+  unallocated, in pieces none of which was large enough; the BERT-family study's trial 268
   ("1.41 GiB reserved but unallocated"). Expandable segments map the pieces
   into one range and memreplay's stitch policy joins them, so either would
   have served the request.

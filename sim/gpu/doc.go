@@ -21,9 +21,9 @@
 // reservations, pages and mappings, its events, and its error state. On
 // process exit the driver frees all of it, and so does Close. A sticky error
 // (a device-side assert, an illegal address) corrupts one context, not the
-// GPU; the other processes carry on, which is what the HPO runs in the seeds
+// GPU; the other processes carry on, which is what the HPO runs in the BERT-family study
 // relied on when they restarted a crashed trial in a fresh process
-// (../shared/seeds).
+// (its field reports).
 //
 // Physical use is page-granular. A cudaMalloc of n bytes holds n rounded up
 // to Granularity (2 MiB by default), since the driver backs allocations with

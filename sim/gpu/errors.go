@@ -59,7 +59,7 @@ var stickyErrors = []errName{
 // kept as given with cudaErrorUnknown's code, so a test can name any fault.
 func lookupSticky(name string) errName {
 	if name == "" {
-		return stickyErrors[1] // a device-side assert, the seeds' failure
+		return stickyErrors[1] // a device-side assert, the BERT-family study's failure
 	}
 	for _, e := range stickyErrors {
 		if name == e.runtime || name == e.driver {

@@ -21,7 +21,7 @@
 //
 // A trial predicted not to fit even alone (Predict(spec) + context above
 // the capacity, no learning applied) never runs: Options.Reject records it,
-// as the seeds' pre-trial estimate pruned such trials. A trial whose learned
+// as the BERT-family study's pre-trial estimate pruned such trials. A trial whose learned
 // need is above the capacity but whose bare prediction fits runs alone,
 // committing the whole GPU.
 //

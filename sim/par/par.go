@@ -1,4 +1,4 @@
-// Package par answers the seeds' question before the run instead of after
+// Package par answers the BERT-family study's question before the run instead of after
 // 452 crashes: how many trials fit on this GPU at once (the parallelism,
 // PAR), with which allocator settings.
 //
@@ -9,7 +9,7 @@
 // with its own CUDA context and caching allocator, all sharing its physical
 // memory), each worker running TrialsPerWorker trials drawn from the workload
 // one after another, so that a worker's cache carries what earlier trials
-// left in it, as the seeds' Optuna workers did. Workers start at random
+// left in it, as the BERT-family study's Optuna workers did. Workers start at random
 // offsets (uniform over [0, MaxStagger), worker 0 at 0; MaxStagger defaults
 // to the mean duration of the worker's trials), since a study's workers are
 // never in step. A worker whose trial runs out of memory prunes it and goes
@@ -29,10 +29,10 @@
 // # What a row says
 //
 // First every counted trial runs alone, in a fresh process on the empty GPU.
-// One that does not fit even then (the seeds' space draws bert-base at batch
+// One that does not fit even then (the BERT-family study's space draws bert-base at batch
 // 64 and length 512 in fp32: 40 GiB by sim/trial's estimate) is pruned at
 // every PAR: its OOM is the trial's, not sharing's, so it is counted apart
-// ("too big") and left out of P(OOM); the seeds' model-aware limits and
+// ("too big") and left out of P(OOM); the BERT-family study's model-aware limits and
 // pre-trial estimate are the cure for those. A mix "has an OOM" when a trial
 // that fits alone was pruned by an OOM in it, or a worker's context could not
 // be created. P(OOM) for PAR k is the fraction of the k's mixes that had one,
@@ -104,7 +104,7 @@ const (
 	DefaultTrialsPerWorker = 3
 	DefaultConfidence      = 0.9
 	// DefaultShare is the compute share one trial is assumed to use alone
-	// (workers.Compute): a BERT-class fine-tuning step at the seeds' batch
+	// (workers.Compute): a BERT-class fine-tuning step at the BERT-family study's batch
 	// sizes leaves much of a 24 GiB card's compute idle (kernel launch
 	// gaps, small GEMMs, the optimizer and data loading on the CPU side).
 	// 0.5 is an assumption, not a measurement; measure one trial alone
@@ -127,7 +127,7 @@ type Options struct {
 	Confidence      float64 // in (0, 1); 0: DefaultConfidence
 	// Sample draws one trial; it must depend on rng alone.
 	Sample func(rng *rand.Rand) Trial
-	// Source describes the workload in the report ("seeds' space", files).
+	// Source describes the workload in the report ("the study's space", files).
 	Source string
 	Share  float64 // workers.Compute.Share; 0: DefaultShare
 	// MaxStagger bounds the workers' start offsets; 0: the mean Duration

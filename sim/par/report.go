@@ -76,7 +76,7 @@ type Row struct {
 	Retries int64 `json:"retries"`
 	// PeakUsedMax and PeakUsedMedian are the GPU's peak used bytes over the
 	// mixes (all workers' reserved memory and contexts): the "97%" of the
-	// seeds. HeadroomMin is capacity - PeakUsedMax.
+	// BERT-family study's reports. HeadroomMin is capacity - PeakUsedMax.
 	PeakUsedMax    uint64 `json:"peak_used_max_bytes"`
 	PeakUsedMedian uint64 `json:"peak_used_median_bytes"`
 	HeadroomMin    uint64 `json:"headroom_min_bytes"`

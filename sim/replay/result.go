@@ -20,7 +20,7 @@ const (
 	// OOMSkip skips the failed allocation and, later, its frees.
 	OOMSkip
 	// OOMDropTrial frees every live block of the current trial and skips
-	// the trial's remaining events, as the seeds' pruning of OOM trials
+	// the trial's remaining events, as the BERT-family study's pruning of OOM trials
 	// does. A trace without trial markers is one trial per device.
 	OOMDropTrial
 )

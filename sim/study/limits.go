@@ -14,7 +14,7 @@ import (
 	"github.com/memreplay/memreplay/sim/trial"
 )
 
-// Model-aware limits, computed instead of written by hand (the seeds'
+// Model-aware limits, computed instead of written by hand (the BERT-family study'
 // "heavy models draw batch 8-16"): for a target PAR k, the largest batch and
 // sequence length each model may draw so that k trials of the largest
 // allowed configuration, each with its context, fit on the card at their

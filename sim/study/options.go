@@ -158,7 +158,7 @@ func (s *study) openState() error {
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			// Nothing to resume: start the study (a script can always
-			// pass --resume, as the seeds' make target resumed).
+			// pass --resume, as the BERT-family study's make target resumed).
 		case errors.Is(err, ErrNoHeader):
 			// Stopped as it was created: no trial to keep, so it starts
 			// afresh, as a missing file does.

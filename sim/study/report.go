@@ -40,7 +40,7 @@ type Report struct {
 	// Makespan is the study's simulated wall time, all runs together.
 	Makespan time.Duration `json:"makespan_ns"`
 	// CompletedPerHour is completed trials per simulated hour: the figure
-	// the seeds tracked ("~226 trials/day with crashes").
+	// the BERT-family study tracked ("~226 trials/day with crashes").
 	CompletedPerHour float64 `json:"completed_per_hour"`
 	PeakDeviceUsed   uint64  `json:"peak_device_used"`
 	// MeanWaste is the mean over trials that ran of 1 - peak allocated /

@@ -13,10 +13,10 @@ import (
 // then every other dimension from the choices that model is allowed: the
 // Choices of the first Override whose Match names the model replace the
 // defaults dimension by dimension (an empty list keeps the default). That is
-// how the seeds wrote their model-aware limits: a heavy model does not draw a
+// how the BERT-family study's authors wrote their model-aware limits: a heavy model does not draw a
 // batch size of 48 and get rejected, it draws from [8, 12, 16] (seed 002,
 // scripts/tune_max.py lines 164-192), so the sampling distribution, not just
-// its support, follows the seeds.
+// its support, follows the BERT-family study.
 //
 // Learning rate, dropout, weight decay and the like are left out: they do
 // not change a single allocation.
@@ -82,7 +82,7 @@ func pickSwitch(rng *rand.Rand, v []bool) bool {
 type Override struct {
 	// Name says what the rule is ("heavy"), for errors and reports.
 	Name string
-	// Match holds substrings of model names, as the seeds' heavy-model test
+	// Match holds substrings of model names, as the BERT-family study's heavy-model test
 	// `any(k in model_name for k in ["-large", "large", "xlm-roberta"])`.
 	Match []string
 	// Choices replace the defaults where non-empty.
@@ -91,8 +91,8 @@ type Override struct {
 
 // BERTFamilySpace is the BERT-family study on a 24 GiB card that this
 // project started from: a 5000-trial Optuna search whose field reports
-// (../shared/seeds, 002_*.txt, "CUDA Out of Memory (OOM) Fix for HPO",
-// scripts/tune_max.py) give its space:
+// ("CUDA Out of Memory (OOM) Fix for HPO", scripts/tune_max.py) give its
+// space:
 //
 //   - models: the 7 of MODEL_CHOICES ("Model choices: 7"): bert-base,
 //     bert-large, roberta-base, roberta-large, deberta-v3-base,

@@ -172,7 +172,7 @@ func (s *Space) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// MaxSpaceBytes bounds a search space file: the seeds' study is about
+// MaxSpaceBytes bounds a search space file: the BERT-family study is about
 // 2 KiB of JSON, and a space of a hundred custom models under 100 KiB.
 // The bound keeps a wrong path (/dev/zero, a trace) from filling memory.
 const MaxSpaceBytes = 1 << 20

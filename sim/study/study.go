@@ -1,11 +1,11 @@
 // Package study runs a hyperparameter study on the simulated GPU: N trials
-// drawn from a search space, PAR workers sharing one device, the seeds'
+// drawn from a search space, PAR workers sharing one device, the BERT-family study'
 // policies as switches, and a state file that lets a killed study resume.
-// It is `memreplay trials`, and it answers the seeds' question in minutes of
+// It is `memreplay trials`, and it answers the BERT-family study's question in minutes of
 // simulation instead of days of crashes: with these policies and this
 // allocator setting, how many trials complete per hour, how many are
 // pruned or fail, and how does "reserved but unallocated" grow over the
-// study (../shared/seeds).
+// study (its field reports).
 //
 // # Trials
 //
@@ -26,14 +26,14 @@
 //
 // # Policies
 //
-// Each of the seeds' fixes is a switch of Policy, so that each can be
+// Each of the BERT-family study's fixes is a switch of Policy, so that each can be
 // measured alone:
 //
 //   - PruneOnOOM: an OOM prunes the trial and the worker goes on (seed 002,
 //     "Automatic OOM Handling with Trial Pruning"); off, the study stops at
 //     the first OOM, as the unguarded script did.
 //   - EmptyCache, DoubleClear: torch.cuda.empty_cache() after each trial,
-//     or the seeds' empty_cache; synchronize; gc.collect(); empty_cache
+//     or the BERT-family study's empty_cache; synchronize; gc.collect(); empty_cache
 //     (seed 000, Fix 2).
 //   - ResetEvery N: the worker's process exits and a fresh one (new context,
 //     empty cache) starts every N trials (seed 000, Fix 3, which reset after
@@ -59,7 +59,7 @@
 //
 // # Where sticky errors come from
 //
-// The seeds' chain is "OOM causes CUDA assert, assert corrupts context"
+// The BERT-family study's chain is "OOM causes CUDA assert, assert corrupts context"
 // (seed 000), and the corruption shows in the next trial on that process,
 // at its first CUDA call (seed 004, "Scenario 3: Corruption Detected at
 // Seed Setting"). OOMCorrupts P models it: when a trial is pruned for an
@@ -80,13 +80,13 @@
 // line per finished trial, fsynced as it is written. A killed study
 // resumes from it: a torn last line is dropped with a warning, finished
 // trial ids are skipped, the rest run in id order with the same Specs. A
-// resume is a restart of the study's processes, as it was for the seeds:
+// resume is a restart of the study's processes, as it was for the BERT-family study:
 // the new run's workers start with fresh contexts and empty caches, and
 // trials that were running at the kill run again from the start. Its clock
 // continues from the state file's latest time, so trials per hour counts
 // the lost work. So a resumed study's later trials can differ from an
 // uninterrupted run's in what history made them (a cache fragmented by
-// earlier trials, a corrupted context): that is the resume the seeds had,
+// earlier trials, a corrupted context): that is the resume the BERT-family study had,
 // not a defect of this one; a trial with no history (one worker, a fresh
 // process per trial) repeats exactly. A header whose options differ from
 // the run's is refused, naming each difference; only the number of trials
@@ -135,7 +135,7 @@ const (
 	EstimateByReplay = "replay" // sim/estimate: peak reserved of the trial replayed alone + context, against capacity/PAR
 )
 
-// Policy is the seeds' fixes, each a switch (package comment).
+// Policy is the BERT-family study's fixes, each a switch (package comment).
 type Policy struct {
 	PruneOnOOM     bool
 	EmptyCache     bool
@@ -150,7 +150,7 @@ type Policy struct {
 	FaultRate      float64 // probability of a sticky error per trial
 	// ResetKind is what ResetEvery's reset is: ResetRestart ("" too), the
 	// worker's process exits and a fresh one starts; or ResetClear, the
-	// seeds' "GPU reset", which was the double clear in the same process
+	// the study's "GPU reset", which was the double clear in the same process
 	// (seed 000, Fix 3: empty_cache, synchronize, gc.collect,
 	// empty_cache), so a corrupted context survives it.
 	ResetKind string

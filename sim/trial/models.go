@@ -64,7 +64,7 @@ var models = []Model{
 	{Name: "xlm-roberta-base", Arch: Encoder, Layers: 12, Hidden: 768, Heads: 12, Intermediate: 3072, Vocab: 250002, MaxPositions: 514, TypeVocab: 1},
 }
 
-// Models lists the built-in shapes (Hugging Face configs of the seeds'
+// Models lists the built-in shapes (Hugging Face configs of the BERT-family study'
 // models).
 func Models() []Model { return append([]Model(nil), models...) }
 

@@ -7,7 +7,7 @@ import (
 
 // The time model. A phase lasts its work at a reference device's achieved
 // throughput; the figures are assumptions about a 24 GiB RTX 4090 /
-// A5000-class GPU (the seeds' 23.56 GiB card), stated here and in
+// A5000-class GPU (the BERT-family study's 23.56 GiB card), stated here and in
 // docs/trial-model.md, not measurements.
 const (
 	// ReferenceFP32FLOPS is the achieved fp32 matmul throughput (TF32

@@ -4,7 +4,7 @@
 //
 // # Workers
 //
-// A worker is what the seeds' studies ran PAR of: a Python process with its
+// A worker is what the BERT-family study ran PAR of: a Python process with its
 // own CUDA context and its own caching allocator, taking trials from the
 // study one after another. Here it is a gpu.Process on the shared gpu.GPU
 // (its context charged on the GPU's one physical memory) with its own
@@ -28,7 +28,7 @@
 // Failed at the fault, since the next CUDA call of a training step (a kernel
 // launch, microseconds away; the simulator does not model launches) reports
 // it. With RestartOnStickyError the worker's process exits, freeing all it
-// held, and a fresh one starts for the next task, as the seeds' supervisor
+// held, and a fresh one starts for the next task, as the BERT-family study's supervisor
 // did; without it the worker stops. MaxConsecutiveFailures Failed trials in
 // a row give the worker up. A fresh process whose context does not fit in
 // what the other workers leave is a Failed trial as well (CUDA's
@@ -113,14 +113,14 @@ const (
 )
 
 // DefaultMaxConsecutiveFailures is Policy.MaxConsecutiveFailures when 0: the
-// seeds' supervisor gave a worker up after three.
+// the study's supervisor gave a worker up after three.
 const DefaultMaxConsecutiveFailures = 3
 
-// Policy is what the workers do around trials: the seeds' fixes.
+// Policy is what the workers do around trials: the BERT-family study's fixes.
 type Policy struct {
 	OnOOM                   OOMPolicy     // "" means PruneOnOOM
 	EmptyCacheBetweenTrials bool          // torch.cuda.empty_cache() after each trial
-	DoubleClear             bool          // the seeds' empty_cache; synchronize; gc.collect(); empty_cache
+	DoubleClear             bool          // the BERT-family study's empty_cache; synchronize; gc.collect(); empty_cache
 	ResetEvery              int           // 0: never; N: the worker closes its process (context) and starts a fresh one every N trials
 	RestartOnStickyError    bool          // a Failed trial restarts the worker with a fresh process; else the worker stops
 	MaxConsecutiveFailures  int           // give the worker up after this many Failed trials in a row; 0 means 3
@@ -130,7 +130,7 @@ type Policy struct {
 	// process start after the first of each worker: resets and restarts.
 	// 0: free.
 	StartupCost time.Duration
-	// ResetByClear makes ResetEvery's reset the seeds' "GPU reset": the
+	// ResetByClear makes ResetEvery's reset the BERT-family study's "GPU reset": the
 	// double clear (empty_cache, synchronize, gc.collect, empty_cache) in
 	// the same process, every ResetEvery trials, instead of a process exit.
 	// The context stays, corrupted or not, and so does whatever the clear
