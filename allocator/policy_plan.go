@@ -95,8 +95,9 @@ func (Plan) engine(a *Allocator, cfg *config.Config) error {
 	return nil
 }
 
-// maxPlanLog bounds the requests logged while no step is found.
-const maxPlanLog = 1 << 18
+// maxPlanLog bounds the requests logged: a full log keeps the last three
+// steps found (the most tryPlan reads), or starts over.
+const maxPlanLog = 1 << 15
 
 type planReq struct {
 	size   uint64
@@ -125,6 +126,7 @@ type planState struct {
 	clock int64
 	gen   uint32 // blocks tagged with another generation are not in the log
 	reqs  []planReq
+	first int // the log index of reqs[0]: older entries were dropped
 
 	// the step boundaries (policy_lifetime.go's zigzag)
 	started, low bool
@@ -182,9 +184,9 @@ func (a *Allocator) planMalloc(origSize, size uint64, stream Stream) (*Block, er
 // observe logs a request served online while no plan is made.
 func (ps *planState) observe(a *Allocator, b *Block, size uint64, stream Stream) {
 	if len(ps.reqs) == maxPlanLog {
-		ps.restart()
+		ps.slide()
 	}
-	b.planGen, b.planIdx = ps.gen, int32(len(ps.reqs))
+	b.planGen, b.planIdx = ps.gen, int32(ps.first+len(ps.reqs))
 	ps.reqs = append(ps.reqs, planReq{size: size, stream: stream, t: ps.clock, end: -1})
 	ps.track(a, a.stats.AllocatedBytes[StatAll].Current, false)
 }
@@ -196,15 +198,37 @@ func (a *Allocator) planFreed(b *Block) {
 	if ps.slots != nil {
 		return
 	}
-	if b.planGen == ps.gen && int(b.planIdx) < len(ps.reqs) {
-		ps.reqs[b.planIdx].end = ps.clock
+	if i := int(b.planIdx) - ps.first; b.planGen == ps.gen && i >= 0 && i < len(ps.reqs) {
+		ps.reqs[i].end = ps.clock
 	}
 	ps.track(a, a.stats.AllocatedBytes[StatAll].Current, true)
+}
+
+// slide drops the log's entries before the third-last step boundary, or
+// restarts when none can be dropped; a log index stays a block's tag.
+func (ps *planState) slide() {
+	n := len(ps.bounds)
+	if n == 0 || ps.bounds[max(n-3, 0)].idx == 0 || ps.first > 1<<30 {
+		ps.restart()
+		return
+	}
+	keep := ps.bounds[max(n-3, 0):]
+	k := keep[0].idx
+	ps.reqs = ps.reqs[:copy(ps.reqs, ps.reqs[k:])]
+	ps.first += k
+	ps.bounds = ps.bounds[:copy(ps.bounds, keep)]
+	for i := range ps.bounds {
+		ps.bounds[i].idx -= k
+	}
+	if ps.low {
+		ps.loIdx = max(ps.loIdx-k, 0)
+	}
 }
 
 // restart forgets the log: blocks tagged before are no longer in it.
 func (ps *planState) restart() {
 	ps.gen++
+	ps.first = 0
 	ps.reqs = ps.reqs[:0]
 	ps.bounds = ps.bounds[:0]
 	ps.started, ps.low = false, false
@@ -219,6 +243,10 @@ func (ps *planState) track(a *Allocator, cur int64, free bool) {
 			ps.started, ps.base, ps.hi = true, cur, cur
 		}
 	case !ps.low:
+		// Unlike the lifetime policy's zigzag, the base follows the
+		// bytes down: a program whose first free comes at its first peak
+		// would otherwise keep a base that no step falls back to.
+		ps.base = min(ps.base, cur)
 		swing := ps.hi - ps.base
 		if cur > ps.hi {
 			ps.hi = cur
