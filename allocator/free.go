@@ -74,9 +74,6 @@ func (a *Allocator) freeBlock(b *Block) error {
 	if b.pool.long {
 		return a.releaseLong(b)
 	}
-	if a.plan != nil && b.pool == &a.plan.arena {
-		return a.plan.releaseIfEmpty(a)
-	}
 	return nil
 }
 

@@ -114,14 +114,25 @@ type planSlot struct {
 }
 
 type planBound struct {
-	idx   int   // the first request of the step
-	clock int64 // the clock at the boundary
+	idx       int   // the first request of the step
+	clock     int64 // the clock at the boundary
+	lo, swing int64 // the allocated bytes there, and the swing down to them
+}
+
+// level says whether two boundaries are at the same height: a training
+// step ends where it began, while the troughs between the layers of a
+// forward pass climb by the activations each layer keeps.
+func level(x, y planBound) bool {
+	d := x.lo - y.lo
+	if d < 0 {
+		d = -d
+	}
+	return d <= max(x.swing, y.swing)/16
 }
 
 type planState struct {
-	arena    pool     // the arena's pool: not in Allocator.pools
-	seg      *segment // the arena, nil when none is reserved
-	draining bool     // seg belongs to an abandoned plan: released once empty
+	arena pool     // the arena's pool: not in Allocator.pools
+	seg   *segment // the arena, nil when none is reserved
 
 	clock int64
 	gen   uint32 // blocks tagged with another generation are not in the log
@@ -150,9 +161,7 @@ func (a *Allocator) planMalloc(origSize, size uint64, stream Stream) (*Block, er
 	if ps.slots != nil {
 		s := &ps.slots[ps.pos]
 		if s.size != size || s.stream != stream {
-			if err := ps.abandon(a); err != nil {
-				return nil, a.fail(err)
-			}
+			ps.abandon(a)
 		} else {
 			if ps.pos == 0 && ps.seg == nil {
 				if err := ps.makeArena(a); err != nil {
@@ -163,7 +172,7 @@ func (a *Allocator) planMalloc(origSize, size uint64, stream Stream) (*Block, er
 			if ps.pos == len(ps.slots) {
 				ps.pos = 0
 			}
-			if s.planned && ps.seg != nil && !ps.draining {
+			if s.planned && ps.seg != nil {
 				if b := a.placePlanned(s, origSize); b != nil {
 					ps.Served++
 					return b, nil
@@ -204,15 +213,19 @@ func (a *Allocator) planFreed(b *Block) {
 	ps.track(a, a.stats.AllocatedBytes[StatAll].Current, true)
 }
 
-// slide drops the log's entries before the third-last step boundary, or
-// restarts when none can be dropped; a log index stays a block's tag.
+// slide drops the log's entries before the first step boundary in its
+// last two thirds, or restarts when there is none; a log index stays a
+// block's tag.
 func (ps *planState) slide() {
-	n := len(ps.bounds)
-	if n == 0 || ps.bounds[max(n-3, 0)].idx == 0 || ps.first > 1<<30 {
+	j := 0
+	for j < len(ps.bounds) && ps.bounds[j].idx < len(ps.reqs)/3 {
+		j++
+	}
+	if j == len(ps.bounds) || ps.first > 1<<30 {
 		ps.restart()
 		return
 	}
-	keep := ps.bounds[max(n-3, 0):]
+	keep := ps.bounds[j:]
 	k := keep[0].idx
 	ps.reqs = ps.reqs[:copy(ps.reqs, ps.reqs[k:])]
 	ps.first += k
@@ -250,33 +263,37 @@ func (ps *planState) track(a *Allocator, cur int64, free bool) {
 		swing := ps.hi - ps.base
 		if cur > ps.hi {
 			ps.hi = cur
-		} else if swing > max(ps.base/32, 2<<20) && cur-ps.base <= swing/4 {
+		} else if swing > max(ps.base/32, 2<<20) && cur-ps.base <= swing/2 {
 			ps.low, ps.lo, ps.loIdx, ps.loClock = true, cur, len(ps.reqs), ps.clock
 		}
 	default:
 		if cur < ps.lo {
 			ps.lo, ps.loIdx, ps.loClock = cur, len(ps.reqs), ps.clock
 		}
-		if cur-ps.lo > (ps.hi-ps.base)/2 {
+		// A rise by a quarter of the fall starts the next step (the
+		// first step's fall includes the optimizer state allocated at its
+		// end, so a later step may rise by less than half of it).
+		if swing := ps.hi - ps.lo; cur-ps.lo > swing/4 {
+			ps.bounds = append(ps.bounds, planBound{idx: ps.loIdx, clock: ps.loClock, lo: ps.lo, swing: swing})
 			ps.low, ps.base, ps.hi = false, ps.lo, cur
-			ps.bounds = append(ps.bounds, planBound{idx: ps.loIdx, clock: ps.loClock})
 			ps.tryPlan()
 		}
 	}
 }
 
-// tryPlan makes a plan when the last two complete steps ask for the same
-// requests and the step in progress has so far too.
+// tryPlan makes a plan when the newest boundary closes a step that
+// repeats the one before it (boundaries b0, b1, b2 at the same level, the
+// requests of [b0, b1) and [b1, b2) the same) and the step in progress has
+// so far asked for the same requests too. The longest such step in the
+// log wins: the troughs inside a step may repeat too (one per layer), and
+// a plan of a whole step holds longer than a plan of one layer.
 func (ps *planState) tryPlan() {
 	n := len(ps.bounds)
 	if n < 3 {
 		return
 	}
-	b0, b1, b2 := ps.bounds[n-3], ps.bounds[n-2], ps.bounds[n-1]
-	prev, step, cur := ps.reqs[b0.idx:b1.idx], ps.reqs[b1.idx:b2.idx], ps.reqs[b2.idx:]
-	if len(step) == 0 || len(prev) != len(step) || len(cur) >= len(step) {
-		return
-	}
+	b2 := ps.bounds[n-1]
+	cur := ps.reqs[b2.idx:]
 	same := func(x, y []planReq) bool {
 		for i := range x {
 			if x[i].size != y[i].size || x[i].stream != y[i].stream {
@@ -285,12 +302,32 @@ func (ps *planState) tryPlan() {
 		}
 		return true
 	}
-	if !same(prev, step) || !same(cur, step[:len(cur)]) {
-		return
+	for j := 1; j < n-1; j++ {
+		b1 := ps.bounds[j]
+		l := b2.idx - b1.idx
+		if l <= len(cur) || !level(b1, b2) {
+			continue
+		}
+		for i := j - 1; i >= 0 && ps.bounds[i].idx >= b1.idx-l; i-- {
+			b0 := ps.bounds[i]
+			if b0.idx != b1.idx-l || !level(b0, b1) {
+				continue
+			}
+			step := ps.reqs[b1.idx:b2.idx]
+			if same(ps.reqs[b0.idx:b1.idx], step) && same(cur, step[:len(cur)]) {
+				ps.makePlan(step, b2.clock, len(cur))
+				return
+			}
+		}
 	}
+}
+
+// makePlan solves the placement of step's blocks born and freed before
+// end and starts serving the step at position at.
+func (ps *planState) makePlan(step []planReq, end int64, at int) {
 	// The arena's stream: the one with the most bytes of blocks born and
 	// freed inside the step.
-	inStep := func(r *planReq) bool { return r.end >= 0 && r.end <= b2.clock }
+	inStep := func(r *planReq) bool { return r.end >= 0 && r.end <= end }
 	bytes := map[Stream]uint64{}
 	var main Stream
 	for i := range step {
@@ -323,7 +360,7 @@ func (ps *planState) tryPlan() {
 	for j, i := range pos {
 		slots[i].off, slots[i].planned = sol.Offsets[j], true
 	}
-	ps.slots, ps.peak, ps.pos = slots, sol.Peak, len(cur)
+	ps.slots, ps.peak, ps.pos = slots, sol.Peak, at
 	ps.Plans++
 	ps.restart()
 }
@@ -337,12 +374,14 @@ func (ps *planState) makeArena(a *Allocator) error {
 	}
 	size := (ps.peak + RoundLarge - 1) / RoundLarge * RoundLarge
 	if a.setFraction && a.totalAllocated+size > a.allowedMax {
-		return ps.abandon(a)
+		ps.abandon(a)
+		return nil
 	}
 	addr, err := a.dev.Malloc(size)
 	if err != nil {
 		if errors.Is(err, ErrDeviceOutOfMemory) {
-			return ps.abandon(a)
+			ps.abandon(a)
+			return nil
 		}
 		return err
 	}
@@ -367,7 +406,7 @@ func (ps *planState) makeArena(a *Allocator) error {
 	a.stats.NumDeviceAlloc++
 	a.record(ActionSegmentAlloc, addr, size, stream)
 	a.insertFree(b)
-	ps.seg, ps.draining = seg, false
+	ps.seg = seg
 	return nil
 }
 
@@ -409,28 +448,33 @@ func (a *Allocator) placePlanned(s *planSlot, origSize uint64) *Block {
 	return a.allocFoundBlock(&pp, f, origSize, f.size > s.size)
 }
 
-// abandon gives the plan up: observation starts over, and the arena goes
-// back to the device now if it is empty, else when its last block is
-// freed.
-func (ps *planState) abandon(a *Allocator) error {
+// abandon gives the plan up: observation starts over, and the arena
+// becomes an ordinary segment of the large pool, blocks and free bytes
+// alike: the online allocator serves requests from its free bytes, its
+// blocks return there when freed, and empty_cache releases it once it is
+// wholly free (both pools count their bytes under the large pool's
+// statistics, so none of them moves).
+func (ps *planState) abandon(a *Allocator) {
 	ps.slots = nil
 	ps.Abandoned++
 	ps.restart()
-	if ps.seg == nil {
-		return nil
+	seg := ps.seg
+	if seg == nil {
+		return
 	}
-	ps.draining = true
-	return ps.releaseIfEmpty(a)
-}
-
-// releaseIfEmpty returns an abandoned plan's arena once nothing is in it.
-func (ps *planState) releaseIfEmpty(a *Allocator) error {
-	h := ps.seg.head
-	if !ps.draining || h.next != nil || !h.allocatable() {
-		return nil
+	ps.seg = nil
+	seg.pool = &a.large
+	for b := seg.head; b != nil; b = b.next {
+		inFree := b.allocatable() // the free set holds exactly these
+		if inFree {
+			ps.arena.free.remove(b)
+		}
+		b.pool = &a.large
+		if inFree {
+			b.bucket = nil // a hint into the arena's free set
+			a.insertFree(b)
+		}
 	}
-	ps.seg, ps.draining = nil, false
-	return a.releaseBlock(h)
 }
 
 // checkPlan: the arena's pool holds exactly the arena's free blocks (the

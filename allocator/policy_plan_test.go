@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/sim/gpu"
 )
 
 // trainingStep is a toy training step: a forward pass that keeps
@@ -97,32 +98,45 @@ func TestPlanServesRepeatingSteps(t *testing.T) {
 func roundTo(x, m uint64) uint64 { return (x + m - 1) / m * m }
 
 // TestPlanAbandonsOnAnotherSize: a request of another size at a planned
-// position abandons the plan; the blocks already in the arena stay valid
-// (the invariant checks run after every operation) and the arena goes back
-// to the device when the last of them is freed.
+// position abandons the plan; the arena becomes an ordinary segment of the
+// large pool (the block already in it stays valid, the invariant checks
+// run after every operation), whose free bytes serve online requests
+// without a device call and which empty_cache releases once it is free.
 func TestPlanAbandonsOnAnotherSize(t *testing.T) {
-	_, a := policyAllocator(t, "plan", "", 4<<30)
+	proc, a := policyAllocator(t, "plan", "", 4<<30)
 	mustMalloc(t, a, 100*mib)
 	for i := 0; i < 5; i++ {
 		runStep(t, a, trainingStep)
 	}
-	if s := planStats(t, a); s.Plans != 1 || s.Arena == 0 {
+	s := planStats(t, a)
+	if s.Plans != 1 || s.Arena == 0 {
 		t.Fatalf("%+v: want a plan with an arena", s)
 	}
+	arena := s.Arena
 	x := mustMalloc(t, a, trainingStep[0])
 	y := mustMalloc(t, a, 13*mib) // the plan expects 12 MiB here
-	s := planStats(t, a)
-	if s.Abandoned != 1 || s.Arena == 0 || s.Step != 0 {
-		t.Fatalf("%+v: want the plan abandoned, its arena still holding the first block", s)
+	if s := planStats(t, a); s.Abandoned != 1 || s.Arena != 0 || s.Step != 0 {
+		t.Fatalf("%+v: want the plan abandoned and no arena", s)
 	}
 	if x.Addr() == y.Addr() {
 		t.Fatal("the two blocks share an address")
 	}
-	mustFree(t, a, x)
-	if s := planStats(t, a); s.Arena != 0 {
-		t.Fatalf("%+v: the abandoned arena was not released once empty", s)
+	// The former arena's free bytes serve the online path.
+	mallocs := proc.Counters().Get(gpu.CallMalloc).Calls
+	z := mustMalloc(t, a, trainingStep[1])
+	if n := proc.Counters().Get(gpu.CallMalloc).Calls; n != mallocs {
+		t.Fatalf("%d cudaMalloc for a request the former arena could hold", n-mallocs)
 	}
+	mustFree(t, a, x)
 	mustFree(t, a, y)
+	mustFree(t, a, z)
+	reserved := a.Stats().ReservedBytes[allocator.StatAll].Current
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	if got := a.Stats().ReservedBytes[allocator.StatAll].Current; reserved-got < int64(arena) {
+		t.Fatalf("empty_cache released %d bytes, want at least the former arena's %d", reserved-got, arena)
+	}
 	// Steps of the new shape are planned again.
 	changed := append([]uint64{13 * mib}, trainingStep[1:]...)
 	for i := 0; i < 5; i++ {

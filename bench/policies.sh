@@ -2,7 +2,7 @@
 # The allocator policies on every real trace (docs/allocator.md, "Policies"):
 # for each trace in ../shared/traces/pytorch (when present) and traces/,
 # `memreplay compare` under PyTorch's recorded settings, expandable segments,
-# and the stitch, lifetime and lifetime-with-expandable-segments policies,
+# and the stitch, lifetime, lifetime-with-expandable-segments and plan policies,
 # printed as one Markdown table: peak live, peak reserved and waste
 # (1 - peak live / peak reserved) per row, plus stitches and device calls.
 #
@@ -29,7 +29,7 @@ echo "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 for f in "${traces[@]}"; do
 	"$bin" compare --progress=false --format json "$f" \
 		--alloc-conf expandable_segments:True \
-		--policy stitch --policy lifetime --policy lifetime:expandable_segments:True |
+		--policy stitch --policy lifetime --policy lifetime:expandable_segments:True --policy plan |
 		python3 -c '
 import json, sys
 name = sys.argv[1].split("/")[-1]
