@@ -74,6 +74,9 @@ func (a *Allocator) freeBlock(b *Block) error {
 	if b.pool.long {
 		return a.releaseLong(b)
 	}
+	if a.plan != nil && b.seg == a.plan.former {
+		return a.plan.releaseFormer(a, b)
+	}
 	return nil
 }
 

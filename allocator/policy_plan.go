@@ -29,14 +29,21 @@ import (
 // found) starts over, so that memory stays bounded.
 //
 // Steps. The allocator sees no step markers; a step is found in the
-// allocated bytes as the lifetime policy finds it (a zigzag from a trough
-// to a peak and back), and its boundary is the lowest point of each
-// trough: there the step's own blocks are gone. Two consecutive steps
-// match when they ask for the same sequence of rounded sizes on the same
-// streams.
+// allocated bytes as a zigzag from a trough to a peak and back, like the
+// lifetime policy's but with looser thresholds (a fall by half the rise
+// since the base is a trough, a rise by a quarter of that fall starts the
+// next step; the base follows the bytes down), and a boundary is the
+// lowest point of each trough: there the step's own blocks are gone. The
+// troughs between the layers of a forward pass are boundaries too; they
+// climb, while a training step ends at the height it began, so only
+// boundaries at the same level (within 1/16 of the swing) may enclose a
+// step. A step repeats when it asks for the same sequence of rounded
+// sizes on the same streams as the one before it.
 //
-// Planning. When the last two complete steps match and the requests of
-// the step in progress so far match them too, the policy solves the
+// Planning. When the newest boundary closes a step that repeats the one
+// before it (the longest such step in the log: a whole step holds longer
+// than one layer) and the requests of the step in progress so far match
+// it too, the policy solves the
 // placement of the last step's blocks that were handed out and freed
 // inside it (on the stream with the largest of them), with the placement
 // heuristics only (a dozen greedy orders, no branch and bound: a malloc
@@ -58,15 +65,19 @@ import (
 // the plan puts a block there, and it stays reserved while the plan holds.
 //
 // Never wrong. A request whose rounded size or stream differs from the one
-// expected at its position means the program changed: the plan is
-// abandoned, observation starts over, and the arena is released once its
-// last block is freed (blocks already placed stay valid). A planned block
+// expected at its position means the program changed (an evaluation pass,
+// another batch shape): the plan is abandoned, observation starts over,
+// and the arena becomes an ordinary segment of the large pool: blocks
+// already placed stay valid, its free bytes serve online requests, and it
+// goes back to the device as soon as it is wholly free. No new arena is
+// reserved while it is held. A planned block
 // whose bytes are still taken (a block of the step lived longer this time)
 // is served online instead; the plan holds. Requests the plan did not
 // foresee (unplanned positions, other streams, no arena) go online.
 //
 // Costs. Device calls: once per plan, an empty_cache of the online pools
-// and one cudaMalloc of the arena (one cudaFree when a plan is abandoned).
+// and one cudaMalloc of the arena (one cudaFree once an abandoned arena
+// empties).
 // Time: observing appends a log entry per malloc and updates it per free;
 // planning runs the heuristics once, O(n²) in the step's n blocks
 // (milliseconds for a thousand, about a second for seven thousand); a
@@ -75,8 +86,9 @@ import (
 // maxPlanLog) and one slot (32 bytes) per position of the step.
 //
 // The code uses the same words: planState.observe logs, track finds the
-// boundaries, tryPlan matches steps and solves, makeArena reserves,
-// placePlanned carves a planned block, abandon gives the plan up.
+// boundaries, level compares them, tryPlan matches steps, makePlan
+// solves, makeArena reserves, placePlanned carves a planned block,
+// abandon gives the plan up and releaseFormer returns its arena.
 
 // Plan serves a training step's blocks from a solved placement. Sizes are
 // PyTorch's.
@@ -131,8 +143,9 @@ func level(x, y planBound) bool {
 }
 
 type planState struct {
-	arena pool     // the arena's pool: not in Allocator.pools
-	seg   *segment // the arena, nil when none is reserved
+	arena  pool     // the arena's pool: not in Allocator.pools
+	seg    *segment // the arena, nil when none is reserved
+	former *segment // an abandoned plan's arena, until it is released
 
 	clock int64
 	gen   uint32 // blocks tagged with another generation are not in the log
@@ -369,6 +382,12 @@ func (ps *planState) makePlan(step []planReq, end int64, at int) {
 // the online pools' cached memory. Without memory for it the plan is
 // abandoned.
 func (ps *planState) makeArena(a *Allocator) error {
+	if f := ps.former; f != nil {
+		if f.index < len(a.segments) && a.segments[f.index] == f {
+			return nil // not beside the former arena: next step, perhaps
+		}
+		ps.former = nil
+	}
 	if err := a.releaseCachedBlocks(); err != nil {
 		return err
 	}
@@ -450,10 +469,11 @@ func (a *Allocator) placePlanned(s *planSlot, origSize uint64) *Block {
 
 // abandon gives the plan up: observation starts over, and the arena
 // becomes an ordinary segment of the large pool, blocks and free bytes
-// alike: the online allocator serves requests from its free bytes, its
-// blocks return there when freed, and empty_cache releases it once it is
-// wholly free (both pools count their bytes under the large pool's
-// statistics, so none of them moves).
+// alike (both pools count their bytes under the large pool's statistics,
+// so none of them moves): the online allocator serves requests from its
+// free bytes, and it goes back to the device as soon as it is wholly free
+// (releaseFormer), since the stitch engine cannot lend its pages. No new
+// arena is reserved while it is held.
 func (ps *planState) abandon(a *Allocator) {
 	ps.slots = nil
 	ps.Abandoned++
@@ -462,7 +482,7 @@ func (ps *planState) abandon(a *Allocator) {
 	if seg == nil {
 		return
 	}
-	ps.seg = nil
+	ps.seg, ps.former = nil, seg
 	seg.pool = &a.large
 	for b := seg.head; b != nil; b = b.next {
 		inFree := b.allocatable() // the free set holds exactly these
@@ -475,6 +495,16 @@ func (ps *planState) abandon(a *Allocator) {
 			a.insertFree(b)
 		}
 	}
+}
+
+// releaseFormer returns the former arena once the free block b is all of
+// it.
+func (ps *planState) releaseFormer(a *Allocator, b *Block) error {
+	if b.isSplit() {
+		return nil
+	}
+	ps.former = nil
+	return a.releaseBlock(b)
 }
 
 // checkPlan: the arena's pool holds exactly the arena's free blocks (the
