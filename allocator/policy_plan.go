@@ -104,6 +104,7 @@ func (Plan) engine(a *Allocator, cfg *config.Config) error {
 		}
 	}
 	a.plan = &planState{arena: pool{statIdx: StatLarge, free: newFreeSet()}, gen: 1}
+	a.stats.Planning = true
 	return nil
 }
 
@@ -162,9 +163,6 @@ type planState struct {
 	slots []planSlot // the plan, nil while observing
 	peak  uint64
 	pos   int // the position of the next request in the step
-
-	// Counters for tests and reports.
-	Plans, Abandoned, Served, Missed int
 }
 
 // planMalloc is malloc under the plan policy.
@@ -187,10 +185,10 @@ func (a *Allocator) planMalloc(origSize, size uint64, stream Stream) (*Block, er
 			}
 			if s.planned && ps.seg != nil {
 				if b := a.placePlanned(s, origSize); b != nil {
-					ps.Served++
+					a.stats.NumPlannedAllocs++
 					return b, nil
 				}
-				ps.Missed++
+				a.stats.NumPlanMisses++
 			}
 			return a.mallocRounded(origSize, size, stream)
 		}
@@ -289,7 +287,7 @@ func (ps *planState) track(a *Allocator, cur int64, free bool) {
 		if swing := ps.hi - ps.lo; cur-ps.lo > swing/4 {
 			ps.bounds = append(ps.bounds, planBound{idx: ps.loIdx, clock: ps.loClock, lo: ps.lo, swing: swing})
 			ps.low, ps.base, ps.hi = false, ps.lo, cur
-			ps.tryPlan()
+			ps.tryPlan(a)
 		}
 	}
 }
@@ -300,7 +298,7 @@ func (ps *planState) track(a *Allocator, cur int64, free bool) {
 // so far asked for the same requests too. The longest such step in the
 // log wins: the troughs inside a step may repeat too (one per layer), and
 // a plan of a whole step holds longer than a plan of one layer.
-func (ps *planState) tryPlan() {
+func (ps *planState) tryPlan(a *Allocator) {
 	n := len(ps.bounds)
 	if n < 3 {
 		return
@@ -328,7 +326,7 @@ func (ps *planState) tryPlan() {
 			}
 			step := ps.reqs[b1.idx:b2.idx]
 			if same(ps.reqs[b0.idx:b1.idx], step) && same(cur, step[:len(cur)]) {
-				ps.makePlan(step, b2.clock, len(cur))
+				ps.makePlan(a, step, b2.clock, len(cur))
 				return
 			}
 		}
@@ -337,7 +335,7 @@ func (ps *planState) tryPlan() {
 
 // makePlan solves the placement of step's blocks born and freed before
 // end and starts serving the step at position at.
-func (ps *planState) makePlan(step []planReq, end int64, at int) {
+func (ps *planState) makePlan(a *Allocator, step []planReq, end int64, at int) {
 	// The arena's stream: the one with the most bytes of blocks born and
 	// freed inside the step.
 	inStep := func(r *planReq) bool { return r.end >= 0 && r.end <= end }
@@ -374,7 +372,7 @@ func (ps *planState) makePlan(step []planReq, end int64, at int) {
 		slots[i].off, slots[i].planned = sol.Offsets[j], true
 	}
 	ps.slots, ps.peak, ps.pos = slots, sol.Peak, at
-	ps.Plans++
+	a.stats.NumPlans++
 	ps.restart()
 }
 
@@ -476,7 +474,7 @@ func (a *Allocator) placePlanned(s *planSlot, origSize uint64) *Block {
 // arena is reserved while it is held.
 func (ps *planState) abandon(a *Allocator) {
 	ps.slots = nil
-	ps.Abandoned++
+	a.stats.NumPlansAbandoned++
 	ps.restart()
 	seg := ps.seg
 	if seg == nil {
@@ -551,7 +549,9 @@ func (a *Allocator) PlanStats() (s PlanStats, ok bool) {
 	if ps == nil {
 		return s, false
 	}
-	s = PlanStats{Plans: ps.Plans, Abandoned: ps.Abandoned, Served: ps.Served, Missed: ps.Missed, Step: len(ps.slots)}
+	st := &a.stats
+	s = PlanStats{Plans: int(st.NumPlans), Abandoned: int(st.NumPlansAbandoned), Served: int(st.NumPlannedAllocs),
+		Missed: int(st.NumPlanMisses), Step: len(ps.slots)}
 	if ps.seg != nil {
 		s.Arena = ps.seg.size
 	}
