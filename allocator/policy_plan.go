@@ -173,12 +173,12 @@ func (a *Allocator) planMalloc(origSize, size uint64, stream Stream) (*Block, er
 		s := &ps.slots[ps.pos]
 		if s.size != size || s.stream != stream {
 			ps.abandon(a)
-		} else {
-			if ps.pos == 0 && ps.seg == nil {
-				if err := ps.makeArena(a); err != nil {
-					return nil, a.fail(err)
-				}
+		} else if ps.pos == 0 && ps.seg == nil {
+			if err := ps.makeArena(a); err != nil {
+				return nil, a.fail(err)
 			}
+		}
+		if ps.slots != nil { // still: neither abandoned nor short of memory
 			ps.pos++
 			if ps.pos == len(ps.slots) {
 				ps.pos = 0
