@@ -488,8 +488,8 @@ func (ps *planState) abandon(a *Allocator) {
 			ps.arena.free.remove(b)
 		}
 		b.pool = &a.large
+		b.bucket = nil // a hint into the arena's free set, for live blocks too
 		if inFree {
-			b.bucket = nil // a hint into the arena's free set
 			a.insertFree(b)
 		}
 	}
