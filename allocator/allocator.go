@@ -31,6 +31,7 @@ type Allocator struct {
 	longSmall, longLarge pool
 	life                 *lifetimeState
 	stitch               *stitchState
+	plan                 *planState
 
 	// totalAllocated is the bytes obtained from the device: segments plus
 	// mapped pages. The memory fraction and GC compare against it.
@@ -287,6 +288,9 @@ func (a *Allocator) poolFor(size uint64) *pool {
 // ownPool says whether p is one of this allocator's pools.
 func (a *Allocator) ownPool(p *pool) bool {
 	if p == &a.small || p == &a.large {
+		return true
+	}
+	if a.plan != nil && p == &a.plan.arena {
 		return true
 	}
 	return a.life != nil && (p == &a.longSmall || p == &a.longLarge)

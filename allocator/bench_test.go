@@ -171,3 +171,56 @@ func BenchmarkMallocFreeParallel(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkPlannedMallocFree is the plan policy's planned path: a step of
+// 16 blocks (mixed sizes, all live at the step's peak) repeated until the
+// plan serves it from its arena, then one malloc and one free of the step
+// per op, each served at its planned offset.
+func BenchmarkPlannedMallocFree(b *testing.B) {
+	pol, err := allocator.NewPolicy("plan")
+	if err != nil {
+		b.Fatal(err)
+	}
+	a, _ := benchAllocator(b, "", allocator.WithPolicy(pol))
+	sizes := make([]uint64, 16)
+	for i := range sizes {
+		sizes[i] = uint64(1+i%5) << 20
+	}
+	blocks := make([]*allocator.Block, len(sizes))
+	i := 0
+	// op runs the next request of the step: the first half of the ops
+	// allocate the step's blocks, the second half frees them, last first.
+	op := func() {
+		k := i % (2 * len(sizes))
+		i++
+		if k < len(sizes) {
+			blk, err := a.Malloc(sizes[k], 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			blocks[k] = blk
+			return
+		}
+		if err := a.Free(blocks[2*len(sizes)-1-k]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for s := 0; s < 6*2*len(sizes); s++ {
+		op()
+	}
+	if s, _ := a.PlanStats(); s.Arena == 0 {
+		b.Fatalf("%+v: no arena after 6 steps", s)
+	}
+	before, _ := a.PlanStats()
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		op()
+		op()
+	}
+	b.StopTimer()
+	after, _ := a.PlanStats()
+	if after.Missed != before.Missed || after.Abandoned != 0 || after.Served == before.Served {
+		b.Fatalf("before %+v, after %+v: not served from the plan", before, after)
+	}
+}

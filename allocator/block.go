@@ -30,6 +30,10 @@ type Block struct {
 	// Stitch (policy_stitch.go): the stitched range that maps this block's
 	// pages elsewhere. A lent block is neither free nor the caller's.
 	lentTo *segment
+	// Plan (policy_plan.go): the block's entry in the plan's log, valid
+	// while planGen is the log's generation.
+	planIdx int32
+	planGen uint32
 }
 
 // Addr is the block's device address.

@@ -57,6 +57,11 @@ func (a *Allocator) checkInvariants() error {
 			return fmt.Errorf("%s pool: %v", poolNames[p.statIdx], err)
 		}
 	}
+	if a.plan != nil {
+		if err := a.checkPlan(freeCount); err != nil {
+			return err
+		}
+	}
 	if events != a.pendingEvents {
 		return fmt.Errorf("blocks wait for %d events, queues hold %d", events, a.pendingEvents)
 	}

@@ -17,6 +17,9 @@ func (a *Allocator) free(b *Block) error {
 	if a.life != nil {
 		a.life.freed(a, b)
 	}
+	if a.plan != nil {
+		a.planFreed(b)
+	}
 	if len(b.streamUses) > 0 {
 		return a.insertEvents(b)
 	}
@@ -70,6 +73,9 @@ func (a *Allocator) freeBlock(b *Block) error {
 	st.RequestedBytes.decrease(pi, int64(requested))
 	if b.pool.long {
 		return a.releaseLong(b)
+	}
+	if a.plan != nil && b.seg == a.plan.former {
+		return a.plan.releaseFormer(a, b)
 	}
 	return nil
 }

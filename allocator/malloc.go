@@ -15,6 +15,14 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 		}
 	}
 	size := a.policy.RoundSize(&a.cfg, origSize)
+	if a.plan != nil {
+		return a.planMalloc(origSize, size, stream)
+	}
+	return a.mallocRounded(origSize, size, stream)
+}
+
+// mallocRounded is malloc's online path for a rounded size.
+func (a *Allocator) mallocRounded(origSize, size uint64, stream Stream) (*Block, error) {
 	p := params{
 		size:      size,
 		allocSize: a.policy.AllocationSize(&a.cfg, size),

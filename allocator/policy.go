@@ -51,7 +51,7 @@ type policyEngine interface {
 }
 
 // PolicyNames lists the policies NewPolicy knows, the default first.
-func PolicyNames() []string { return []string{"pytorch", "stitch", "lifetime"} }
+func PolicyNames() []string { return []string{"pytorch", "stitch", "lifetime", "plan"} }
 
 // NewPolicy returns the policy called name ("" is pytorch). A policy holds
 // no state of its own (the allocator keeps it), so one value may serve
@@ -65,7 +65,7 @@ func NewPolicy(name string) (Policy, error) {
 	case "lifetime":
 		return Lifetime{}, nil
 	case "plan":
-		return nil, fmt.Errorf("policy \"plan\" is not available yet (want %s)", strings.Join(PolicyNames(), ", "))
+		return Plan{}, nil
 	}
 	return nil, fmt.Errorf("unknown policy %q (want %s)", name, strings.Join(PolicyNames(), ", "))
 }

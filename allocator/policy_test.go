@@ -44,7 +44,7 @@ func TestNewPolicy(t *testing.T) {
 	if p, err := allocator.NewPolicy(""); err != nil || p.Name() != "pytorch" {
 		t.Fatalf(`NewPolicy("") = %v, %v; want pytorch`, p, err)
 	}
-	for _, n := range []string{"plan", "gmlake", "PyTorch"} {
+	for _, n := range []string{"gmlake", "PyTorch"} {
 		if _, err := allocator.NewPolicy(n); err == nil {
 			t.Fatalf("NewPolicy(%q) accepted", n)
 		}

@@ -257,9 +257,17 @@ func FuzzAllocator(f *testing.F) {
 	f.Add([]byte{0, 0, 1, 2, 3, 4, 5, 7, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 0, 0x10, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0})
 	f.Add([]byte{3, 0, 0xff, 0xff, 0x0f, 1, 1, 0, 0xff, 0xff, 0x0f, 2, 1, 12, 0, 0, 0, 1, 3, 7, 0, 0, 0, 0, 0, 13, 0, 0, 0, 1, 3})
-	// The other policies: stitch (7..13), lifetime (14..20).
+	// The other policies: stitch (7..13), lifetime (14..20), plan (21..27).
 	f.Add([]byte{7, 0x20, 0, 0x10, 0, 0, 0, 0x20, 0, 0x10, 0, 1, 0, 0x20, 0, 0x10, 0, 2, 0, 7, 0, 0, 0, 1, 0, 0x20, 0, 0x30, 0, 0, 0})
 	f.Add([]byte{14, 0, 0x10, 0, 0, 0, 0, 0, 0x80, 0, 0, 0, 0, 8, 0, 0, 0, 0, 0, 14, 0, 0, 0, 0, 0})
+	// plan (21..27): 20 MiB kept, then seven steps of 4, 6 and 2 MiB freed
+	// together; the plan is made and serves the last steps from its arena.
+	planSeed := []byte{21, 0x20, 0x00, 0xa0, 0x00, 0, 0}
+	for i := 0; i < 7; i++ {
+		planSeed = append(planSeed, 0x20, 0x00, 0x20, 0x00, 0, 0, 0x20, 0x00, 0x30, 0x00, 0, 0, 0x20, 0x00, 0x10, 0x00, 0, 0,
+			7, 0, 0, 0, 1, 0, 7, 0, 0, 0, 1, 0, 7, 0, 0, 0, 1, 0)
+	}
+	f.Add(planSeed)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if len(data) == 0 {
 			return

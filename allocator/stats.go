@@ -80,6 +80,13 @@ type Stats struct {
 	NumStitches   int64 // stitched ranges made
 	NumUnstitches int64 // stitched ranges unmapped
 	StitchedBytes Stat  // virtual address space of the live stitched ranges
+
+	// The plan policy's own statistics, in Map only when Planning.
+	Planning          bool
+	NumPlans          int64 // plans made
+	NumPlansAbandoned int64 // plans given up: a request did not match
+	NumPlannedAllocs  int64 // requests served at their planned offset
+	NumPlanMisses     int64 // planned requests whose bytes were taken, served online
 }
 
 var poolNames = [3]string{"all", "small_pool", "large_pool"}
@@ -147,6 +154,12 @@ func (s *Stats) Map() map[string]int64 {
 		m["num_stitches"] = s.NumStitches
 		m["num_unstitches"] = s.NumUnstitches
 	}
+	if s.Planning {
+		m["num_plans"] = s.NumPlans
+		m["num_plans_abandoned"] = s.NumPlansAbandoned
+		m["num_planned_allocs"] = s.NumPlannedAllocs
+		m["num_plan_misses"] = s.NumPlanMisses
+	}
 	return m
 }
 
@@ -195,4 +208,5 @@ func (s *Stats) resetAccumulated() {
 	s.each(func(st *Stat) { st.Allocated, st.Freed = 0, 0 })
 	s.NumAllocRetries, s.NumOOMs, s.NumSyncAllStreams, s.NumDeviceAlloc, s.NumDeviceFree = 0, 0, 0, 0, 0
 	s.NumStitches, s.NumUnstitches = 0, 0
+	s.NumPlans, s.NumPlansAbandoned, s.NumPlannedAllocs, s.NumPlanMisses = 0, 0, 0, 0
 }

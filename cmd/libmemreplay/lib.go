@@ -24,7 +24,7 @@ const (
 	envMaxEntries = "MEMREPLAY_MAX_ENTRIES" // recording ring size per device; 0: unbounded
 	envOOM        = "MEMREPLAY_OOM"         // "throw" (default) or "null"
 	envQuiet      = "MEMREPLAY_QUIET"       // "1": nothing on stderr
-	envPolicy     = "MEMREPLAY_POLICY"      // allocator policy: pytorch (default), stitch, lifetime
+	envPolicy     = "MEMREPLAY_POLICY"      // allocator policy: pytorch (default), stitch, lifetime, plan
 )
 
 // defaultMaxEntries is the recording ring's size per device: the last
