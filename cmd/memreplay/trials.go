@@ -100,7 +100,7 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	gap := fs.Duration("gap", 0, "each worker's setup time between trials")
 	startup := fs.Duration("startup", 0, "a fresh process's start-up time (resets, restarts)")
 	schedule := fs.String("schedule", "fixed", "fixed (--par workers), packed (a trial starts when its predicted memory fits; --par caps how many at once, default 8) or compare (fixed PAR 1..--compare-max-par and packed, same trials, side by side)")
-	predict := fs.String("predict", study.ReplayPredictor, "packed: a trial's peak reserved from the trial model run alone (replay) or the analytic estimate with a learned correction (analytic)")
+	predict := fs.String("predict", study.ReplayPredictor, "packed: a trial's peak reserved from the whole trial model run alone (replay), from memreplay estimate's few steps run alone (estimate: the figure python/memreplay's gate admits by) or the analytic estimate with a learned correction (analytic)")
 	packMargin := fs.Float64("pack-margin", 0, "packed: starting safety margin over the learned need (0: 5%); OOMs and retries widen it")
 	compareMax := fs.Int("compare-max-par", 4, "compare: the largest fixed PAR to run")
 	format := fs.String("format", "table", "output: table, json or markdown")
@@ -162,8 +162,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 		if !fs.Changed("par") {
 			o.Workers = study.DefaultPackedMax
 		}
-		if *predict != study.AnalyticPredictor && *predict != study.ReplayPredictor {
-			return usageError{fmt.Errorf("--predict %q: want analytic or replay", *predict)}
+		if *predict != study.AnalyticPredictor && *predict != study.ReplayPredictor && *predict != study.EstimatePredictor {
+			return usageError{fmt.Errorf("--predict %q: want replay, estimate or analytic", *predict)}
 		}
 		if *packMargin < 0 {
 			return usageError{fmt.Errorf("--pack-margin %v: want 0 or more", *packMargin)}

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
@@ -53,6 +54,9 @@ type Options struct {
 	// Config is the allocator's settings (PYTORCH_CUDA_ALLOC_CONF); nil is
 	// PyTorch's default, or the trace's own settings for a trace.
 	Config *config.Config
+	// Policy is the allocator's policy (allocator.NewPolicy); nil is
+	// PyTorch's.
+	Policy allocator.Policy
 	// ContextOverhead is what the trial's process costs the GPU before
 	// any allocation; 0 means gpu.DefaultContextOverhead.
 	ContextOverhead uint64
@@ -143,7 +147,7 @@ func Trace(r trace.Reader, name string, o Options) (Prediction, error) {
 func run(r trace.Reader, name string, o Options) (Prediction, error) {
 	// An unlimited device: the prediction is what the trial needs, not
 	// where a recorded capacity stopped it.
-	res, err := replay.Run(r, replay.Options{Name: name, Config: o.Config, OOM: replay.OOMSkip, Capacity: replay.UnknownCapacity})
+	res, err := replay.Run(r, replay.Options{Name: name, Config: o.Config, Policy: o.Policy, OOM: replay.OOMSkip, Capacity: replay.UnknownCapacity})
 	if err != nil {
 		return Prediction{}, err
 	}

@@ -2,10 +2,13 @@ package study
 
 import (
 	"fmt"
+	"sync"
 	"time"
 
+	"github.com/memreplay/memreplay/sim/estimate"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/packing"
+	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
 )
 
@@ -19,12 +22,13 @@ const (
 const (
 	ReplayPredictor   = "replay"   // the trial model run alone (packing.Replay); the default
 	AnalyticPredictor = "analytic" // trial.Spec.Estimate, corrected by the learned ratio
+	EstimatePredictor = "estimate" // sim/estimate (memreplay estimate): 3 steps replayed alone
 )
 
 // Packing configures the packed schedule (sim/packing).
 type Packing struct {
-	// Predict names the predictor: ReplayPredictor (default) or
-	// AnalyticPredictor.
+	// Predict names the predictor: ReplayPredictor (default),
+	// EstimatePredictor or AnalyticPredictor.
 	Predict string
 	// Margin is the starting safety margin (0: packing's default, 5%).
 	Margin float64
@@ -37,10 +41,60 @@ func (s *study) predictor() (packing.Predictor, float64, error) {
 	switch s.o.Packing.Predict {
 	case "", ReplayPredictor:
 		return packing.Replay(s.cfg, s.pol, s.o.Capacity, s.o.ContextOverhead), 1, nil
+	case EstimatePredictor:
+		return s.estimatePredictor(), 1, nil
 	case AnalyticPredictor:
 		return packing.Analytic, 0, nil
 	}
-	return nil, 0, fmt.Errorf("predict %q: want %s or %s", s.o.Packing.Predict, AnalyticPredictor, ReplayPredictor)
+	return nil, 0, fmt.Errorf("predict %q: want %s, %s or %s", s.o.Packing.Predict, ReplayPredictor, EstimatePredictor, AnalyticPredictor)
+}
+
+// estimatePredictor is `memreplay estimate`'s prediction (sim/estimate)
+// under the study's allocator setting and policy: the trial model replayed
+// alone for a few steps, which reaches the whole trial's peaks
+// (estimate.TestShortRunMatchesFullTrial), so it is the same figure a
+// python/memreplay gate admits a trial by. The scheduler adds the context
+// itself, so the prediction is peak reserved alone. A trial that cannot be
+// generated predicts nothing (0) and fails when it runs. Predictions are
+// kept by spec (the seed matters only to dynamic padding's draws).
+//
+// The estimate runs on a device without a limit, so a trial whose peak is
+// more than the card may still complete alone on it, its allocator
+// releasing the cache and retrying under the pressure; only the whole
+// trial run on the card tells (packing.Replay), so such a trial is asked
+// of it rather than rejected.
+func (s *study) estimatePredictor() packing.Predictor {
+	var mu sync.Mutex
+	seen := map[trial.Spec]uint64{}
+	cfg, pol := s.cfg, s.pol
+	ctx := s.o.ContextOverhead
+	if ctx == 0 {
+		ctx = gpu.DefaultContextOverhead
+	}
+	onCard := packing.Replay(cfg, pol, s.o.Capacity, s.o.ContextOverhead)
+	return func(sp trial.Spec) uint64 {
+		key := sp
+		if !key.DynamicPadding {
+			key.Seed = 0
+		}
+		mu.Lock()
+		p, ok := seen[key]
+		mu.Unlock()
+		if ok {
+			return p
+		}
+		pr, err := estimate.Spec(sp, estimate.Options{Config: &cfg, Policy: pol, ContextOverhead: s.o.ContextOverhead})
+		if err == nil {
+			p = pr.PeakReservedBytes
+			if p+ctx > s.o.Capacity {
+				p = onCard(sp)
+			}
+		}
+		mu.Lock()
+		seen[key] = p
+		mu.Unlock()
+		return p
+	}
 }
 
 // packed wires a packing.Scheduler into the engine's options: trials come

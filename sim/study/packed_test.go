@@ -126,3 +126,26 @@ func TestResetByClearKeepsACorruptedContext(t *testing.T) {
 	assert.Contains(t, clear.Label, "reset-every 1 (clear, same process)")
 	assert.Equal(t, ResetClear, o.JSON().ResetKind)
 }
+
+// Under memreplay estimate's prediction (the figure python/memreplay's gate
+// admits a trial by) the packed study predicts every trial as the whole
+// trial run alone predicts it, so it stays OOM-free and still shares the
+// card; estimate's few steps reach the whole trial's peaks.
+func TestPackedStudyByEstimateIsOOMFreeAndShares(t *testing.T) {
+	o := packedOptions(trialsN(60))
+	o.Packing.Predict = EstimatePredictor
+	res, rep := run(t, o)
+	assert.Zero(t, rep.PrunedOOM)
+	assert.Zero(t, rep.OOMs)
+	assert.Equal(t, o.Trials, rep.Completed+rep.PrunedEstimate)
+	assert.Contains(t, rep.Label, "estimate prediction")
+
+	o.Packing.Predict = ReplayPredictor
+	byReplay, _ := run(t, o)
+	require.Equal(t, len(byReplay.State.Records), len(res.State.Records))
+	for i, r := range res.State.Records {
+		q := byReplay.State.Records[i]
+		assert.Equal(t, q.Outcome, r.Outcome, "trial %d", r.ID)
+		assert.Equal(t, q.StartUS, r.StartUS, "trial %d starts when the whole-trial prediction starts it", r.ID)
+	}
+}

@@ -333,8 +333,8 @@ func newStudy(o Options) (*study, error) {
 		return nil, fmt.Errorf("schedule %q: want %s or %s", o.Schedule, FixedSchedule, PackedSchedule)
 	case o.Schedule == PackedSchedule && p.EstimatePrune:
 		return nil, fmt.Errorf("estimate-prune and the packed schedule exclude each other: packing prunes what cannot fit alone, and admits the rest by memory")
-	case o.Packing.Predict != "" && o.Packing.Predict != AnalyticPredictor && o.Packing.Predict != ReplayPredictor:
-		return nil, fmt.Errorf("predict %q: want %s or %s", o.Packing.Predict, AnalyticPredictor, ReplayPredictor)
+	case o.Packing.Predict != "" && o.Packing.Predict != AnalyticPredictor && o.Packing.Predict != ReplayPredictor && o.Packing.Predict != EstimatePredictor:
+		return nil, fmt.Errorf("predict %q: want %s, %s or %s", o.Packing.Predict, ReplayPredictor, EstimatePredictor, AnalyticPredictor)
 	case o.Packing.Margin < 0:
 		return nil, fmt.Errorf("pack margin %v: want 0 or more", o.Packing.Margin)
 	}
