@@ -1,12 +1,12 @@
 package report
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
 	"strconv"
-	"strings"
 
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/sim/replay"
@@ -62,7 +62,7 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 		}
 		return v
 	})
-	devs := compareDevices(rows)
+	devs, _ := compareDevices(rows)
 	all := ""
 	if len(devs) > 1 {
 		all = " (all devices)"
@@ -162,21 +162,34 @@ func WriteCompareTable(w io.Writer, rows []CompareRow) error {
 	return nil
 }
 
-// compareDevices lists the device indices of the rows, in order.
-func compareDevices(rows []CompareRow) []int32 {
-	var out []int32
+// compareDevices lists, in order, the device indices the rows share out
+// one by one: those that hold something in some row (all of a row's when
+// it holds nothing anywhere, as splitIdle keeps one). idle lists the
+// others: they hold nothing in any row.
+func compareDevices(rows []CompareRow) (shown, idle []int32) {
+	kept, all := map[int32]bool{}, map[int32]bool{}
 	for _, r := range rows {
 		if r.Result == nil {
 			continue
 		}
+		k, _ := splitIdle(r.Result)
+		for _, d := range k {
+			kept[d.Index] = true
+		}
 		for _, d := range r.Result.Devices {
-			if !slices.Contains(out, d.Index) {
-				out = append(out, d.Index)
-			}
+			all[d.Index] = true
 		}
 	}
-	slices.Sort(out)
-	return out
+	for i := range all {
+		if kept[i] {
+			shown = append(shown, i)
+		} else {
+			idle = append(idle, i)
+		}
+	}
+	slices.Sort(shown)
+	slices.Sort(idle)
+	return shown, idle
 }
 
 // deviceFigures returns one device's figures in a row: the profiler's, or
@@ -186,18 +199,22 @@ func deviceFigures(r *CompareRow, index int32) (*profiler.Figures, *replay.Devic
 	if r.Result == nil {
 		return nil, nil
 	}
-	for i := range r.Result.Devices {
-		d := &r.Result.Devices[i]
-		if d.Index != index {
-			continue
+	ds := r.Result.Devices
+	// The replay lists its devices by index: a search, not a walk, for
+	// traces that name thousands; a walk should they not be in order.
+	i, ok := slices.BinarySearchFunc(ds, index, func(d replay.DeviceResult, x int32) int { return cmp.Compare(d.Index, x) })
+	if !ok {
+		i = slices.IndexFunc(ds, func(d replay.DeviceResult) bool { return d.Index == index })
+		if i < 0 {
+			return nil, nil
 		}
-		if dp := deviceProfile(r.Profile, index); dp != nil {
-			return &dp.Figures, d
-		}
-		f := figures(&replay.Result{Devices: r.Result.Devices[i : i+1]}, nil)
-		return &f, d
 	}
-	return nil, nil
+	d := &ds[i]
+	if dp := deviceProfile(r.Profile, index); dp != nil {
+		return &dp.Figures, d
+	}
+	f := figures(&replay.Result{Devices: ds[i : i+1]}, nil)
+	return &f, d
 }
 
 // compareCapacity is a device's capacity for a narrow column: its size
@@ -248,23 +265,24 @@ func compareNotes(rows []CompareRow, fs []profiler.Figures) []string {
 			}
 		}
 	}
+	devs, idle := compareDevices(rows)
+	if len(idle) > 0 {
+		addNote(deviceList(idle) + ": no allocation and nothing reserved in any column; left out of the device figures")
+	}
 	// Only the table of several devices has capacity rows to explain.
-	if devs := compareDevices(rows); len(devs) > 1 {
-		var unlimited []string
+	if len(devs) > 1 {
+		var unlimited []int32
 		var on uint64
 		for _, d := range devs {
 			for i := range rows {
 				if _, dr := deviceFigures(&rows[i], d); dr != nil && dr.CapacitySource == "unknown" {
-					unlimited, on = append(unlimited, strconv.Itoa(int(d))), dr.Capacity
+					unlimited, on = append(unlimited, d), dr.Capacity
 					break
 				}
 			}
 		}
 		if len(unlimited) > 0 {
-			which := "device " + unlimited[0]
-			if len(unlimited) > 1 {
-				which = "devices " + strings.Join(unlimited, ", ")
-			}
+			which := deviceList(unlimited)
 			addNote(fmt.Sprintf("not limited: the trace records no capacity for %s and implies none; replayed on %s, "+
 				"which does not run out (--capacity sets one)", which, size(on)))
 		}
@@ -310,6 +328,9 @@ type jsonCompareRow struct {
 	Stats         map[string]int64 `json:"stats"`
 	// Devices are each device's own figures, with its capacity.
 	Devices []jsonCompareDevice `json:"devices"`
+	// EmptyDevices counts and names the row's devices that hold nothing,
+	// not listed in Devices.
+	EmptyDevices jsonEmptyDevices `json:"empty_devices"`
 	// Reconstructed is the state a partial trace starts from (null for a
 	// trace recorded from the start); InitialBlocksPinned says its live
 	// blocks stay in their recorded segments under every setting.
@@ -330,8 +351,9 @@ type jsonCompareDevice struct {
 // configuration in the order given, with the keys of WriteJSON's
 // "fragmentation", "device_calls" and "stats" (over all devices: the
 // peaks of the sum at one moment, the statistics summed), "devices" (each
-// device's "index", "capacity", "capacity_source", "fragmentation" and
-// "device_calls"), "reconstructed" and "initial_blocks_pinned" (a partial
+// device that holds something: its "index", "capacity",
+// "capacity_source", "fragmentation" and "device_calls"),
+// "empty_devices" (the others' "count" and "ranges", "1, 3-60001"), "reconstructed" and "initial_blocks_pinned" (a partial
 // trace's starting state, which no setting moves) and "notes" (the
 // sentences the table prints under it).
 func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
@@ -351,7 +373,9 @@ func WriteCompareJSON(w io.Writer, rows []CompareRow) error {
 			DeviceCalls: callsSummary(f), Devices: []jsonCompareDevice{}, Notes: notes}
 		if r.Result != nil {
 			jr.Events, jr.Stopped = r.Result.Events, r.Result.Stopped
-			for _, d := range r.Result.Devices {
+			kept, idle := splitIdle(r.Result)
+			jr.EmptyDevices = emptyDevicesJSON(idle)
+			for _, d := range kept {
 				df, dr := deviceFigures(&rows[i], d.Index)
 				jr.Devices = append(jr.Devices, jsonCompareDevice{Index: d.Index, Capacity: dr.Capacity,
 					CapacitySource: dr.CapacitySource, Fragmentation: fragmentationJSON(df), DeviceCalls: callsSummary(df)})

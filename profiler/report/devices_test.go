@@ -76,12 +76,21 @@ func TestMultiDeviceTableWidth(t *testing.T) {
 	require.Contains(t, out, "devices 0-2: the trace records no capacity")
 	require.Contains(t, out, "devices 3-6: no allocation and nothing reserved; left out of the table")
 
-	// JSON keeps every device.
+	// JSON lists the devices that hold something and counts the others.
 	b.Reset()
 	require.NoError(t, report.WriteJSON(&b, in))
 	var v struct {
-		Devices []any `json:"devices"`
+		Devices []struct {
+			Index int32 `json:"index"`
+		} `json:"devices"`
+		EmptyDevices struct {
+			Count  int    `json:"count"`
+			Ranges string `json:"ranges"`
+		} `json:"empty_devices"`
 	}
 	require.NoError(t, json.Unmarshal(b.Bytes(), &v))
-	require.Len(t, v.Devices, 7)
+	require.Len(t, v.Devices, 3)
+	require.EqualValues(t, 2, v.Devices[2].Index)
+	require.Equal(t, 4, v.EmptyDevices.Count)
+	require.Equal(t, "3-6", v.EmptyDevices.Ranges)
 }

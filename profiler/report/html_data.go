@@ -148,7 +148,9 @@ func buildHTMLData(r *HTMLReport) (*htmlData, error) {
 			return nil, fmt.Errorf("report: run %d (%s) has no input", i, run.Label)
 		}
 		hr := buildHTMLRun(i, run)
-		if run.Input.Result != nil && len(run.Input.Result.Devices) > 1 {
+		// Devices that hold nothing are only counted (empty_devices): the
+		// page is of several devices when several hold something.
+		if len(hr.Report.Devices) > 1 {
 			d.MultiDevice = true
 		}
 		d.Runs = append(d.Runs, hr)

@@ -84,16 +84,25 @@ func summedStats(res *replay.Result) map[string]int64 {
 	if res == nil {
 		return out
 	}
-	for i := range res.Devices {
-		for k, v := range res.Devices[i].Stats.Map() {
+	// Devices with the same statistics (the many a trace may name and
+	// not use all have a fresh allocator's) are summed as one run:
+	// Stats.Map makes a map of every statistic.
+	ds := res.Devices
+	for i := 0; i < len(ds); {
+		j := i + 1
+		for j < len(ds) && ds[j].Stats == ds[i].Stats {
+			j++
+		}
+		for k, v := range ds[i].Stats.Map() {
 			if k == "max_split_size" {
 				if i == 0 {
 					out[k] = v
 				}
 				continue
 			}
-			out[k] += v
+			out[k] += v * int64(j-i)
 		}
+		i = j
 	}
 	return out
 }
@@ -252,40 +261,6 @@ func notesFor(in *Input, capacityShown bool) []string {
 	return uniq
 }
 
-// deviceList names devices, runs of consecutive ones as ranges: "device
-// 3", "devices 0-2, 5".
-func deviceList(idx []int32) string {
-	if len(idx) == 1 {
-		return fmt.Sprintf("device %d", idx[0])
-	}
-	var parts []string
-	for i := 0; i < len(idx); {
-		j := i
-		for j+1 < len(idx) && idx[j+1] == idx[j]+1 {
-			j++
-		}
-		switch {
-		case j == i:
-			parts = append(parts, strconv.Itoa(int(idx[i])))
-		case j == i+1:
-			parts = append(parts, strconv.Itoa(int(idx[i])), strconv.Itoa(int(idx[j])))
-		default:
-			parts = append(parts, fmt.Sprintf("%d-%d", idx[i], idx[j]))
-		}
-		i = j + 1
-	}
-	return "devices " + strings.Join(parts, ", ")
-}
-
-// idleDevice is a device the replay did not use: no allocation, nothing
-// reserved (not even a partial trace's initial state), no OOM, no device
-// call. A trace may name such devices (an empty device_traces entry).
-func idleDevice(d *replay.DeviceResult) bool {
-	st := &d.Stats
-	return st.ReservedBytes[allocator.StatAll].Peak == 0 && st.Allocation[allocator.StatAll].Allocated == 0 &&
-		st.NumOOMs == 0 && d.Counters.Total.Calls == 0
-}
-
 // withoutIdleDevices is in without the devices the replay did not use,
 // for the tables (a column and a note each only widened them), and the
 // note that says which were left out; in itself when none was. The first
@@ -295,23 +270,9 @@ func withoutIdleDevices(in *Input) (*Input, string) {
 	if res == nil || len(res.Devices) < 2 {
 		return in, ""
 	}
-	var kept []replay.DeviceResult
-	var idle []int32
-	for i := range res.Devices {
-		if idleDevice(&res.Devices[i]) {
-			idle = append(idle, res.Devices[i].Index)
-		} else {
-			kept = append(kept, res.Devices[i])
-		}
-	}
+	kept, idle := splitIdle(res)
 	if len(idle) == 0 {
 		return in, ""
-	}
-	if len(kept) == 0 {
-		kept, idle = res.Devices[:1], idle[1:]
-		if len(idle) == 0 {
-			return in, ""
-		}
 	}
 	r := *res
 	r.Devices = kept

@@ -37,6 +37,7 @@ type jsonReport struct {
 	TopSites       []jsonSite          `json:"top_sites"`
 	TopStranding   []jsonSite          `json:"top_stranding_sites"`
 	Devices        []jsonDevice        `json:"devices"`
+	EmptyDevices   jsonEmptyDevices    `json:"empty_devices"`
 	SampleEvery    int64               `json:"sample_every"`
 	Timeline       []profiler.Sample   `json:"timeline"`
 	Notes          []string            `json:"notes"`
@@ -307,8 +308,13 @@ func buildJSON(in *Input) *jsonReport {
 		if rc := res.Reconstructed; rc != nil {
 			r.Reconstructed = reconstructionJSON(rc)
 		}
-		for i := range res.Devices {
-			d := &res.Devices[i]
+		kept, idle := splitIdle(res)
+		r.EmptyDevices = emptyDevicesJSON(idle)
+		if len(idle) > 0 {
+			r.Notes = append(r.Notes, deviceList(idle)+": no allocation and nothing reserved; left out of the device figures")
+		}
+		for i := range kept {
+			d := &kept[i]
 			jd := jsonDevice{Index: d.Index, Capacity: d.Capacity, CapacitySource: d.CapacitySource, Name: d.Name,
 				Stats: d.Stats.Map(), Calls: callsJSON(d.Counters), TimeSource: timeSource(d.TimeMeasured)}
 			if dp := deviceProfile(prof, d.Index); dp != nil {
@@ -317,7 +323,7 @@ func buildJSON(in *Input) *jsonReport {
 			} else if prof != nil {
 				// A device the trace names but never uses: nothing to
 				// profile, the figures of an empty device.
-				f := figures(&replay.Result{Devices: res.Devices[i : i+1]}, nil)
+				f := figures(&replay.Result{Devices: kept[i : i+1]}, nil)
 				f.PeakLiveEvent, f.PeakReservedEvent = -1, -1 // its peak is its (empty) start
 				fr := fragmentationJSON(&f)
 				jd.Fragmentation = &fr

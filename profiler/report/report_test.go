@@ -96,7 +96,7 @@ func recordTrainingLike(t *testing.T) *trace.Trace {
 }
 
 // replayed replays tr (under conf when not nil) with the profiler.
-func replayed(t *testing.T, tr *trace.Trace, conf *config.Config, check bool) *report.Input {
+func replayed(t testing.TB, tr *trace.Trace, conf *config.Config, check bool) *report.Input {
 	t.Helper()
 	p := profiler.New(tr.Stacks, profiler.Options{})
 	res, err := replay.Run(tr.NewReader(), replay.Options{Name: tr.Header.SourceFile, Recorder: p, Check: check,
