@@ -2,6 +2,8 @@ package study
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/memreplay/memreplay/sim/gpu"
@@ -103,29 +105,53 @@ const DefaultPackedMax = 8
 // 1..maxPAR and packed (with o.Workers as its cap and o.Packing), in memory,
 // and returns their reports in that order: the same trials, so the columns
 // differ by the schedule alone.
+//
+// The schedules are independent studies (each its own simulated clock and
+// GPU), so they run at once, up to one per CPU; each is deterministic, and
+// the reports come back in schedule order, so the answer does not depend on
+// the number of cores. Warn and AfterRecord are then called from several
+// goroutines.
 func CompareSchedules(o Options, maxPAR int) ([]Report, error) {
 	o.State, o.Resume = "", false
-	var reps []Report
-	run := func(o Options) error {
-		res, err := Run(o)
-		if err != nil {
-			return err
-		}
-		reps = append(reps, Summarize(res.State, res.Planned))
-		return nil
-	}
+	var runs []Options
 	for k := 1; k <= maxPAR; k++ {
 		f := o
 		f.Schedule, f.Workers, f.Packing = FixedSchedule, k, Packing{}
-		if err := run(f); err != nil {
-			return nil, err
-		}
+		runs = append(runs, f)
 	}
 	p := o
 	p.Schedule = PackedSchedule
 	p.Policy.EstimatePrune = false
-	if err := run(p); err != nil {
-		return nil, err
+	runs = append(runs, p)
+
+	reps := make([]Report, len(runs))
+	errs := make([]error, len(runs))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				res, err := Run(runs[j])
+				if err != nil {
+					errs[j] = err
+					continue
+				}
+				reps[j] = Summarize(res.State, res.Planned)
+			}
+		}()
+	}
+	// The slowest first: PAR 1 runs every trial one after another.
+	for j := range runs {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return reps, nil
 }

@@ -2,6 +2,7 @@ package study
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -125,4 +126,23 @@ func TestResetByClearKeepsACorruptedContext(t *testing.T) {
 	assert.Positive(t, clear.Failed, "the clear keeps the corrupted context")
 	assert.Contains(t, clear.Label, "reset-every 1 (clear, same process)")
 	assert.Equal(t, ResetClear, o.JSON().ResetKind)
+}
+
+// The schedules run at once; the answer must not depend on how many
+// cores there are, nor differ from running each study alone.
+func TestCompareSchedulesWhateverTheCores(t *testing.T) {
+	o := packedOptions(trialsN(12))
+	prev := runtime.GOMAXPROCS(1)
+	one, err := CompareSchedules(o, 3)
+	runtime.GOMAXPROCS(4)
+	four, err4 := CompareSchedules(o, 3)
+	runtime.GOMAXPROCS(prev)
+	require.NoError(t, err)
+	require.NoError(t, err4)
+	assert.Equal(t, one, four)
+	f := o
+	f.Schedule, f.Workers, f.Packing = FixedSchedule, 2, Packing{}
+	res, err := Run(f)
+	require.NoError(t, err)
+	assert.Equal(t, Summarize(res.State, res.Planned), four[1])
 }
