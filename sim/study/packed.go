@@ -8,6 +8,7 @@ import (
 
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/packing"
+	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
 )
 
@@ -48,12 +49,26 @@ func (s *study) predictor() (packing.Predictor, float64, error) {
 // packed wires a packing.Scheduler into the engine's options: trials come
 // from the study's sequence, a trial predicted not to fit even alone is
 // recorded as pruned_estimate, and every trial runs in its own process.
-func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
+//
+// With the replay predictor, the trials still to run are replayed alone on
+// the other cores ahead of the clock (packing.Prefetch); stop ends that
+// when the run is over.
+func (s *study) packed(wo *workers.Options) (sched *packing.Scheduler, stop func(), err error) {
 	pred, prior, err := s.predictor()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sched, err := packing.New(packing.Options{
+	stop = func() {}
+	if s.o.Packing.Predict == "" || s.o.Packing.Predict == ReplayPredictor {
+		var specs []trial.Spec
+		for id := s.next; id < s.planned; id++ {
+			if !s.done[id] {
+				specs = append(specs, s.specFor(id))
+			}
+		}
+		stop = packing.Prefetch(pred, specs, 0)
+	}
+	sched, err = packing.New(packing.Options{
 		Capacity: s.o.Capacity, ContextOverhead: s.o.ContextOverhead,
 		Predict: pred, PriorRatio: prior, Margin: s.o.Packing.Margin,
 		Source: func() (packing.Item, bool) {
@@ -81,7 +96,8 @@ func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		stop()
+		return nil, nil, err
 	}
 	wo.Policy = packing.Policy(wo.Policy)
 	wo.Hold, wo.Next = sched.Hold, sched.Next
@@ -93,7 +109,7 @@ func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
 		}
 		return sched.Err()
 	}
-	return sched, nil
+	return sched, stop, nil
 }
 
 // DefaultPackedMax is how many trials the packed schedule runs at most at

@@ -146,3 +146,18 @@ func TestCompareSchedulesWhateverTheCores(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, Summarize(res.State, res.Planned), four[1])
 }
+
+// The packed schedule's predictions are replayed ahead on other cores;
+// the study must be the same as on one core.
+func TestPackedPrefetchWhateverTheCores(t *testing.T) {
+	o := packedOptions(trialsN(16))
+	prev := runtime.GOMAXPROCS(1)
+	one, err := Run(o)
+	runtime.GOMAXPROCS(4)
+	four, err4 := Run(o)
+	runtime.GOMAXPROCS(prev)
+	require.NoError(t, err)
+	require.NoError(t, err4)
+	assert.Equal(t, one.State.Records, four.State.Records)
+	assert.Equal(t, one.Summary, four.Summary)
+}
