@@ -62,6 +62,10 @@ Examples:
   memreplay par --policy pytorch --policy stitch --policy lifetime
   # Markdown for a PR or docs, and the charts as a page
   memreplay par --format markdown --html par.html > par.md
+  # a large search over 8 machines (or a Kubernetes Indexed Job, a Slurm
+  # array: docs/par.md), then one report, the same as one machine's
+  memreplay par --mixes 256 --shard 3/8 -o part-3.json
+  memreplay par --merge part-*.json
 
 Flags:
 `

@@ -87,3 +87,28 @@ func TestParseShard(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+func TestReadShardRefusesDamage(t *testing.T) {
+	dir := t.TempDir()
+	for name, body := range map[string]string{
+		"notjson":  `{"format": "memreplay-par-shard/1",`,
+		"other":    `{"format": "something else"}`,
+		"count":    `{"format": "memreplay-par-shard/1", "index": 0, "count": -1}`,
+		"mixes":    `{"format": "memreplay-par-shard/1", "index": 0, "count": 1, "search": {"mixes": -5, "max_par": 2, "trials_per_worker": 1, "confidence": 0.9, "settings": [""]}}`,
+		"settings": `{"format": "memreplay-par-shard/1", "index": 0, "count": 1, "search": {"mixes": 2, "max_par": 2, "trials_per_worker": 1, "confidence": 0.9}}`,
+	} {
+		path := filepath.Join(dir, name+".json")
+		require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+		_, err := par.ReadShard(path)
+		require.Error(t, err, name)
+		assert.Contains(t, err.Error(), path, name)
+	}
+	// A part whose mixes do not have the search's shape.
+	o := small(t)
+	o.MaxPAR, o.Mixes = 2, 2
+	parts := writeShards(t, o, 1)
+	parts[0].Mixes[1].Settings[0].Fixed = parts[0].Mixes[1].Settings[0].Fixed[:1]
+	_, err := par.Merge(parts)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), parts[0].Name+": mix 1: 1 PARs, want 2")
+}
