@@ -62,6 +62,10 @@ Examples:
   memreplay par --policy pytorch --policy stitch --policy lifetime
   # Markdown for a PR or docs, and the charts as a page
   memreplay par --format markdown --html par.html > par.md
+  # a large search over 8 machines (or a Kubernetes Indexed Job, a Slurm
+  # array: docs/par.md), then one report, the same as one machine's
+  memreplay par --mixes 256 --shard 3/8 -o part-3.json
+  memreplay par --merge part-*.json
 
 Flags:
 `
@@ -95,10 +99,19 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	fs.Bool("no-color", false, "accepted for scripts (the output has no colour)")
 	html := fs.String("html", "", "also write a self-contained HTML page with P(OOM) and throughput against PAR to this file")
 	showProgress := fs.Bool("progress", true, "show progress (mixes done, time left) on stderr when it is a terminal")
+	shard := fs.String("shard", "", "run only shard i of n (i/n, i from 0): the mixes whose number is i mod n, written as a partial result for --merge (docs/par.md, Sweeps across machines)")
+	out := fs.StringP("output", "o", "", "with --shard: write the partial result to this file instead of stdout")
+	merge := fs.Bool("merge", false, "the arguments are the partial results of every --shard i/n of one search: print that search's report")
 	if err := fs.Parse(args); err != nil {
 		return flagError(err)
 	}
 	if err := checkFormat(*format); err != nil {
+		return err
+	}
+	if *merge {
+		return parMerge(fs, stdout, *format, *html)
+	}
+	if err := checkShardFlags(fs, *shard, *out, *format); err != nil {
 		return err
 	}
 	if *html != "" {
@@ -189,6 +202,9 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "memreplay par: %s\n", n)
 		}
 		o.Sample = simpar.Pool(trials)
+		if o.Workload, err = filesIdentity(fs.Args()); err != nil {
+			return inputError{err}
+		}
 		o.Source = fmt.Sprintf("%d trials from %s", len(trials), strings.Join(fs.Args(), ", "))
 	} else {
 		space := study.BERTFamilySpace()
@@ -213,6 +229,9 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			o.Source += fmt.Sprintf(", %d steps per trial", *steps)
 		}
 		o.Sample = simpar.FromSpecs(space.Sample, *steps)
+		if o.Workload, err = spaceIdentity(space); err != nil {
+			return err
+		}
 		limSpace = space
 		if *steps > 0 {
 			limSpace.Steps = *steps
@@ -222,6 +241,9 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	if p := newProgress(stderr, "par", 0, *showProgress); p != nil {
 		o.Progress = p.mixes
 		defer p.done()
+	}
+	if *shard != "" {
+		return runShard(o, *shard, *out, stdout)
 	}
 	rep, err := simpar.Run(o)
 	if err != nil {
@@ -243,16 +265,22 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
-	if *html != "" {
+	return renderPar(stdout, rep, lim, *format, *html, *limitsSpace)
+}
+
+// renderPar writes the report (and the limits, when computed) in the
+// format asked, and the page when asked: for a run and a merge alike.
+func renderPar(stdout io.Writer, rep *simpar.Report, lim *study.Limits, format, html, limitsSpace string) error {
+	if html != "" {
 		sec := parSection(rep)
 		if lim != nil {
 			sec.Notes = append(sec.Notes, limitsNotes(lim)...)
 		}
-		if err := writeHTML(*html, &report.HTMLReport{Title: "memreplay par", PAR: sec}); err != nil {
+		if err := writeHTML(html, &report.HTMLReport{Title: "memreplay par", PAR: sec}); err != nil {
 			return err
 		}
 	}
-	switch *format {
+	switch format {
 	case "json":
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -267,12 +295,12 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 		if err := simpar.WriteMarkdown(stdout, rep); err != nil || lim == nil {
 			return err
 		}
-		return writeLimits(stdout, lim, *limitsSpace, true)
+		return writeLimits(stdout, lim, limitsSpace, true)
 	}
 	if err := simpar.WriteTable(stdout, rep); err != nil || lim == nil {
 		return err
 	}
-	return writeLimits(stdout, lim, *limitsSpace, false)
+	return writeLimits(stdout, lim, limitsSpace, false)
 }
 
 func writeLimits(w io.Writer, lim *study.Limits, file string, md bool) error {

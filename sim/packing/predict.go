@@ -1,7 +1,9 @@
 package packing
 
 import (
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -34,23 +36,64 @@ func Analytic(s trial.Spec) uint64 { return s.Estimate().PeakBytes }
 // predicts its peak under that pressure, close to the card's size, so it
 // runs alone; one that runs out of memory even alone predicts more than
 // the card (the scheduler rejects it). Predictions are kept by the spec's
-// label; safe for concurrent use.
+// label; safe for concurrent use, and a spec asked for while another
+// goroutine replays it waits for that replay instead of running its own
+// (Prefetch).
 func Replay(cfg config.Config, pol allocator.Policy, capacity, ctx uint64) Predictor {
+	type entry struct {
+		done chan struct{}
+		p    uint64
+	}
 	var mu sync.Mutex
-	seen := map[string]uint64{}
+	seen := map[string]*entry{}
 	return func(s trial.Spec) uint64 {
 		key := s.String()
 		mu.Lock()
-		p, ok := seen[key]
+		e, ok := seen[key]
+		if !ok {
+			e = &entry{done: make(chan struct{})}
+			seen[key] = e
+		}
 		mu.Unlock()
 		if ok {
-			return p
+			<-e.done
+			return e.p
 		}
-		p = replayAlone(cfg, pol, capacity, ctx, s)
-		mu.Lock()
-		seen[key] = p
-		mu.Unlock()
-		return p
+		e.p = replayAlone(cfg, pol, capacity, ctx, s)
+		close(e.done)
+		return e.p
+	}
+}
+
+// Prefetch asks pred for specs, in order, on parallel goroutines (0: one
+// per CPU but one, at least one), so that a predictor that keeps its
+// answers (Replay) has them ready when the scheduler, on the simulated
+// clock's one goroutine, asks. The answers are the same whoever computes
+// them first, so the schedule does not depend on the cores. stop ends the
+// prefetch (a replay under way finishes) and waits for it.
+func Prefetch(pred Predictor, specs []trial.Spec, parallel int) (stop func()) {
+	if parallel <= 0 {
+		parallel = max(1, runtime.GOMAXPROCS(0)-1)
+	}
+	var next atomic.Int64
+	var stopped atomic.Bool
+	var wg sync.WaitGroup
+	for range min(parallel, len(specs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stopped.Load() {
+				i := int(next.Add(1) - 1)
+				if i >= len(specs) {
+					return
+				}
+				pred(specs[i])
+			}
+		}()
+	}
+	return func() {
+		stopped.Store(true)
+		wg.Wait()
 	}
 }
 

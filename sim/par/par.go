@@ -129,7 +129,11 @@ type Options struct {
 	Sample func(rng *rand.Rand) Trial
 	// Source describes the workload in the report ("the study's space", files).
 	Source string
-	Share  float64 // workers.Compute.Share; 0: DefaultShare
+	// Workload identifies the workload beyond Source (a hash of the space,
+	// the trace files' sizes), for the shards' fingerprint: shards of two
+	// different spaces saved under one name do not merge.
+	Workload string
+	Share    float64 // workers.Compute.Share; 0: DefaultShare
 	// MaxStagger bounds the workers' start offsets; 0: the mean Duration
 	// of each worker's trials.
 	MaxStagger time.Duration

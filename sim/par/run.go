@@ -1,6 +1,7 @@
 package par
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"runtime"
@@ -226,23 +227,44 @@ func runSolo(o *Options, s *Setting, t Trial) (solo, error) {
 // it fits at all, and its peak for the naive estimate. A trial that does
 // not fit alone is pruned at any PAR; its OOM says nothing about sharing the
 // GPU, so it counts apart (Row.TooBig) and not towards P(OOM). Then the
-// mixes run.
+// mixes run. Run is the one shard of one, merged (shard.go).
 func Run(o Options) (*Report, error) {
+	sh, err := RunShard(o, 0, 1)
+	if err != nil {
+		return nil, err
+	}
+	rep, err := Merge([]*Shard{sh})
+	if err != nil {
+		return nil, err
+	}
+	rep.Settings = o.Settings
+	return rep, nil
+}
+
+// RunShard runs the mixes m of the search with m mod count = index and
+// returns their raw outcomes, for Merge.
+func RunShard(o Options, index, count int) (*Shard, error) {
 	if err := o.defaults(); err != nil {
 		return nil, err
 	}
-	K, M, T, S := o.MaxPAR, o.Mixes, o.TrialsPerWorker, len(o.Settings)
-	// PAR k's mix m is the first k workers of the K-worker draw.
-	full := make([]mix, M)
-	for m := range full {
-		full[m] = draw(&o, K, m)
+	if count < 1 || index < 0 || index >= count {
+		return nil, fmt.Errorf("par: shard %d/%d: want 0 <= index < count", index, count)
 	}
-	sub := func(m, k int) mix { return mix{trials: full[m].trials[:k], stagger: full[m].stagger[:k]} }
+	K, T, S := o.MaxPAR, o.TrialsPerWorker, len(o.Settings)
+	ms := shardMixes(o.Mixes, index, count)
+	M := len(ms)
+	// PAR k's mix is the first k workers of the K-worker draw. full[x] is
+	// mix ms[x]: what a mix does depends on its index alone.
+	full := make([]mix, M)
+	for x, m := range ms {
+		full[x] = draw(&o, K, m)
+	}
+	sub := func(x, k int) mix { return mix{trials: full[x].trials[:k], stagger: full[x].stagger[:k]} }
 
-	// Solo runs: job j is setting j/(M*K*T), trial (m, w, i) = j%(M*K*T).
+	// Solo runs: job j is setting j/(M*K*T), trial (x, w, i) = j%(M*K*T).
 	per := M * K * T
 	solos := make([]solo, S*per)
-	soloIdx := func(m, w, i int) int { return (m*K+w)*T + i }
+	soloIdx := func(x, w, i int) int { return (x*K+w)*T + i }
 	// Mix runs: job j is setting j/(K*M), PAR j%(K*M)/M+1, mix j%M.
 	results := make([]mixResult, S*K*M)
 	total := len(solos) + len(results)
@@ -252,9 +274,9 @@ func Run(o Options) (*Report, error) {
 	progress := newCounter(o.Progress, total)
 	err := parallel(o.Parallel, len(solos), func(j int) error {
 		s, r := j/per, j%per
-		m, w, i := r/(K*T), r%(K*T)/T, r%T
+		x, w, i := r/(K*T), r%(K*T)/T, r%T
 		var err error
-		solos[j], err = runSolo(&o, &o.Settings[s], full[m].trials[w][i])
+		solos[j], err = runSolo(&o, &o.Settings[s], full[x].trials[w][i])
 		progress.add()
 		return err
 	})
@@ -263,10 +285,10 @@ func Run(o Options) (*Report, error) {
 	}
 	err = parallel(o.Parallel, len(results), func(j int) error {
 		s, r := j/(K*M), j%(K*M)
-		k, m := r/M+1, r%M
-		fits := func(w, i int) bool { return solos[s*per+soloIdx(m, w, i)].fits }
+		k, x := r/M+1, r%M
+		fits := func(w, i int) bool { return solos[s*per+soloIdx(x, w, i)].fits }
 		var err error
-		results[j], err = runMix(&o, &o.Settings[s], sub(m, k), fits)
+		results[j], err = runMix(&o, &o.Settings[s], sub(x, k), fits)
 		progress.add()
 		return err
 	})
@@ -278,10 +300,10 @@ func Run(o Options) (*Report, error) {
 	if o.Packed {
 		packed = make([]mixResult, S*M)
 		err = parallel(o.Parallel, len(packed), func(j int) error {
-			s, m := j/M, j%M
-			sl := func(w, i int) solo { return solos[s*per+soloIdx(m, w, i)] }
+			s, x := j/M, j%M
+			sl := func(w, i int) solo { return solos[s*per+soloIdx(x, w, i)] }
 			var err error
-			packed[j], err = runPacked(&o, &o.Settings[s], full[m], sl)
+			packed[j], err = runPacked(&o, &o.Settings[s], full[x], sl)
 			progress.add()
 			return err
 		})
@@ -289,27 +311,29 @@ func Run(o Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	rep := &Report{
-		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Source: o.Source,
-		MaxPAR: K, Mixes: M, TrialsPerWorker: T, Seed: o.Seed,
-		Confidence: o.Confidence, Share: o.Share, MaxStagger: o.MaxStagger,
-		MixesNeeded: mixesNeeded(o.Confidence), Settings: o.Settings,
+	sh := &Shard{
+		Format: ShardFormat, Index: index, Count: count,
+		Fingerprint: fingerprint(&o), Search: header(&o),
 	}
-	for i, s := range o.Settings {
-		rs := results[i*K*M : (i+1)*K*M]
-		var pk []mixResult
-		if o.Packed {
-			pk = packed[i*M : (i+1)*M]
+	for x, m := range ms {
+		rec := MixRecord{Mix: m}
+		for s := range S {
+			var sr SettingRecord
+			for k := 1; k <= K; k++ {
+				sr.Fixed = append(sr.Fixed, results[s*K*M+(k-1)*M+x].stats())
+			}
+			if o.Packed {
+				st := packed[s*M+x].stats()
+				sr.Packed = &st
+			}
+			for _, sl := range solos[s*per+soloIdx(x, 0, 0) : s*per+soloIdx(x+1, 0, 0)] {
+				sr.Solos = append(sr.Solos, SoloRecord{Fits: sl.fits, Peak: sl.peak})
+			}
+			rec.Settings = append(rec.Settings, sr)
 		}
-		rep.Results = append(rep.Results, aggregate(&o, s, rs, pk, solos[i*per:(i+1)*per]))
-		for _, r := range rs {
-			rep.Events += r.sum.Events
-		}
-		for _, r := range pk {
-			rep.Events += r.sum.Events
-		}
+		sh.Mixes = append(sh.Mixes, rec)
 	}
-	return rep, nil
+	return sh, nil
 }
 
 // parallel runs fn(0..n-1) on up to par goroutines (0: one per CPU) and

@@ -2,6 +2,7 @@ package study
 
 import (
 	"fmt"
+	"runtime"
 	"sync"
 	"time"
 
@@ -100,12 +101,26 @@ func (s *study) estimatePredictor() packing.Predictor {
 // packed wires a packing.Scheduler into the engine's options: trials come
 // from the study's sequence, a trial predicted not to fit even alone is
 // recorded as pruned_estimate, and every trial runs in its own process.
-func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
+//
+// With the replay or estimate predictor, the trials still to run are
+// replayed alone on the other cores ahead of the clock (packing.Prefetch); stop ends that
+// when the run is over.
+func (s *study) packed(wo *workers.Options) (sched *packing.Scheduler, stop func(), err error) {
 	pred, prior, err := s.predictor()
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	sched, err := packing.New(packing.Options{
+	stop = func() {}
+	if s.o.Packing.Predict != AnalyticPredictor {
+		var specs []trial.Spec
+		for id := s.next; id < s.planned; id++ {
+			if !s.done[id] {
+				specs = append(specs, s.specFor(id))
+			}
+		}
+		stop = packing.Prefetch(pred, specs, 0)
+	}
+	sched, err = packing.New(packing.Options{
 		Capacity: s.o.Capacity, ContextOverhead: s.o.ContextOverhead,
 		Predict: pred, PriorRatio: prior, Margin: s.o.Packing.Margin,
 		Source: func() (packing.Item, bool) {
@@ -133,7 +148,8 @@ func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
 		},
 	})
 	if err != nil {
-		return nil, err
+		stop()
+		return nil, nil, err
 	}
 	wo.Policy = packing.Policy(wo.Policy)
 	wo.Hold, wo.Next = sched.Hold, sched.Next
@@ -145,7 +161,7 @@ func (s *study) packed(wo *workers.Options) (*packing.Scheduler, error) {
 		}
 		return sched.Err()
 	}
-	return sched, nil
+	return sched, stop, nil
 }
 
 // DefaultPackedMax is how many trials the packed schedule runs at most at
@@ -157,29 +173,53 @@ const DefaultPackedMax = 8
 // 1..maxPAR and packed (with o.Workers as its cap and o.Packing), in memory,
 // and returns their reports in that order: the same trials, so the columns
 // differ by the schedule alone.
+//
+// The schedules are independent studies (each its own simulated clock and
+// GPU), so they run at once, up to one per CPU; each is deterministic, and
+// the reports come back in schedule order, so the answer does not depend on
+// the number of cores. Warn and AfterRecord are then called from several
+// goroutines.
 func CompareSchedules(o Options, maxPAR int) ([]Report, error) {
 	o.State, o.Resume = "", false
-	var reps []Report
-	run := func(o Options) error {
-		res, err := Run(o)
-		if err != nil {
-			return err
-		}
-		reps = append(reps, Summarize(res.State, res.Planned))
-		return nil
-	}
+	var runs []Options
 	for k := 1; k <= maxPAR; k++ {
 		f := o
 		f.Schedule, f.Workers, f.Packing = FixedSchedule, k, Packing{}
-		if err := run(f); err != nil {
-			return nil, err
-		}
+		runs = append(runs, f)
 	}
 	p := o
 	p.Schedule = PackedSchedule
 	p.Policy.EstimatePrune = false
-	if err := run(p); err != nil {
-		return nil, err
+	runs = append(runs, p)
+
+	reps := make([]Report, len(runs))
+	errs := make([]error, len(runs))
+	jobs := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(runs)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				res, err := Run(runs[j])
+				if err != nil {
+					errs[j] = err
+					continue
+				}
+				reps[j] = Summarize(res.State, res.Planned)
+			}
+		}()
+	}
+	// The slowest first: PAR 1 runs every trial one after another.
+	for j := range runs {
+		jobs <- j
+	}
+	close(jobs)
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
 	}
 	return reps, nil
 }

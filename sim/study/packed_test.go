@@ -2,6 +2,7 @@ package study
 
 import (
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -148,4 +149,38 @@ func TestPackedStudyByEstimateIsOOMFreeAndShares(t *testing.T) {
 		assert.Equal(t, q.Outcome, r.Outcome, "trial %d", r.ID)
 		assert.Equal(t, q.StartUS, r.StartUS, "trial %d starts when the whole-trial prediction starts it", r.ID)
 	}
+}
+
+// The schedules run at once; the answer must not depend on how many
+// cores there are, nor differ from running each study alone.
+func TestCompareSchedulesWhateverTheCores(t *testing.T) {
+	o := packedOptions(trialsN(12))
+	prev := runtime.GOMAXPROCS(1)
+	one, err := CompareSchedules(o, 3)
+	runtime.GOMAXPROCS(4)
+	four, err4 := CompareSchedules(o, 3)
+	runtime.GOMAXPROCS(prev)
+	require.NoError(t, err)
+	require.NoError(t, err4)
+	assert.Equal(t, one, four)
+	f := o
+	f.Schedule, f.Workers, f.Packing = FixedSchedule, 2, Packing{}
+	res, err := Run(f)
+	require.NoError(t, err)
+	assert.Equal(t, Summarize(res.State, res.Planned), four[1])
+}
+
+// The packed schedule's predictions are replayed ahead on other cores;
+// the study must be the same as on one core.
+func TestPackedPrefetchWhateverTheCores(t *testing.T) {
+	o := packedOptions(trialsN(16))
+	prev := runtime.GOMAXPROCS(1)
+	one, err := Run(o)
+	runtime.GOMAXPROCS(4)
+	four, err4 := Run(o)
+	runtime.GOMAXPROCS(prev)
+	require.NoError(t, err)
+	require.NoError(t, err4)
+	assert.Equal(t, one.State.Records, four.State.Records)
+	assert.Equal(t, one.Summary, four.Summary)
 }

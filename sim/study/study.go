@@ -278,9 +278,11 @@ func Run(o Options) (*Result, error) {
 		Fault:   s.fault,
 	}
 	if o.Schedule == PackedSchedule {
-		if _, err := s.packed(&wo); err != nil {
+		_, stop, err := s.packed(&wo)
+		if err != nil {
 			return res, err
 		}
+		defer stop()
 		s.resetEvery = wo.Policy.ResetEvery
 	}
 	sum, err := workers.Run(wo)
