@@ -67,6 +67,13 @@ type gen struct {
 	buf     []trace.Event
 	costAt  []float64
 	costNow float64
+
+	// arena.go: chunks the tensors, nodes and lists come from, and the
+	// joined site names.
+	tslab []tensor
+	nslab []node
+	pslab []*tensor
+	cats  map[[2]string]string
 }
 
 // addrBase makes the fake addresses look like device addresses.
