@@ -73,12 +73,13 @@ func (g *gen) linear(layer int, kind string, x *tensor, w, b int, rows, in, out 
 	xin := g.toHalf(layer, g.cat(kind, ".input"), x)
 	wt := g.weight(w)
 	var bt *tensor
-	ins := []*tensor{xin, wt}
+	// An array, not an append: a list that may grow goes to the heap.
+	ins, n := [3]*tensor{xin, wt}, 2
 	if b >= 0 {
 		bt = g.weight(b)
-		ins = append(ins, bt)
+		ins[2], n = bt, 3
 	}
-	y := g.op(layer, kind, rows*out, g.act(), ins, 0, xin, wt)
+	y := g.op(layer, kind, rows*out, g.act(), ins[:n], 0, xin, wt)
 	g.cost(g.mm(2 * rows * in * out))
 	g.drop(xin)
 	if g.amp {
