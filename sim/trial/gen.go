@@ -97,6 +97,9 @@ type gen struct {
 	nslab []node
 	pslab []*tensor
 	cats  map[[2]string]string
+	// scratch is optimizer.go's temporary list, reused step after step.
+	scratch []*tensor
+	grps    [2][]int // optimizer.go's parameter groups
 }
 
 // addrBase makes the fake addresses look like device addresses.

@@ -121,11 +121,11 @@ func (g *gen) layerNorm(layer int, kind string, x *tensor, w, b int, rows uint64
 	xf := g.toFloat(layer, g.cat(kind, ".input"), x)
 	mean := g.alloc(rows, 4, layer, g.cat(kind, ".mean"))
 	rstd := g.alloc(rows, 4, layer, g.cat(kind, ".rstd"))
-	ins := []*tensor{xf, g.ptens[w]}
+	ins, n := [3]*tensor{xf, g.ptens[w]}, 2
 	if b >= 0 {
-		ins = append(ins, g.ptens[b])
+		ins[2], n = g.ptens[b], 3
 	}
-	y := g.op(layer, kind, x.elems, 4, ins, 0, xf, mean, rstd)
+	y := g.op(layer, kind, x.elems, 4, ins[:n], 0, xf, mean, rstd)
 	g.drop(mean)
 	g.drop(rstd)
 	g.drop(xf)
