@@ -36,6 +36,10 @@ type freeSet struct {
 	// streams.
 	bytes uint64
 	sizes map[uint64]*sizeNode
+	// spareSizes holds dropped size nodes for reuse: a size that empties
+	// and comes back (every step of a training loop) then costs no heap
+	// allocation.
+	spareSizes []*sizeNode
 }
 
 // sizeNode counts the buckets of one size: refs those in the set, nonEmpty
@@ -50,7 +54,13 @@ type sizeNode struct {
 func (s *freeSet) sizeNode(size uint64) *sizeNode {
 	n := s.sizes[size]
 	if n == nil {
-		n = &sizeNode{size: size}
+		if k := len(s.spareSizes); k > 0 {
+			n = s.spareSizes[k-1]
+			s.spareSizes = s.spareSizes[:k-1]
+			*n = sizeNode{size: size}
+		} else {
+			n = &sizeNode{size: size}
+		}
 		s.sizes[size] = n
 	}
 	n.refs++
@@ -199,6 +209,9 @@ func (s *freeSet) sweep() {
 			bk.dead = true
 			if bk.sz.refs--; bk.sz.refs == 0 {
 				delete(s.sizes, bk.sz.size)
+				if len(s.spareSizes) < 1024 {
+					s.spareSizes = append(s.spareSizes, bk.sz)
+				}
 			}
 			bk.sz = nil
 			if len(s.spare) < 1024 {

@@ -24,7 +24,7 @@ benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 set_=(
 	"allocator ^BenchmarkMallocFreeCacheHit\$ 1s"
 	"sim/replay ^BenchmarkReplay1M(Profiled)?\$ 3x"
-	"sim/workers ^BenchmarkFourWorkersTrialModel\$ 3x"
+	"sim/workers ^Benchmark(FourWorkersTrialModel|TrialModelSteadyAllocs)\$ 3x"
 	"trace ^Benchmark(NativeRead|ReadPyTorch|Unpickle)\$ 3x"
 	"profiler ^BenchmarkRealSnapshots\$ 10x"
 	"cmd/libmemreplay ^Benchmark(AllocatorPair|LibraryPair|LibraryPairParallel|ExportedPair|ExportedCall|ExportedPairThreads|GlibcPair)\$ 1s"

@@ -55,7 +55,7 @@ func (d *devState) placeInitial(segs []*trace.Segment) error {
 			rec.Alloc(d.index, -1, lb, stack)
 		}
 		if b.State != trace.BlockPendingFree {
-			d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1}
+			d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1})
 			continue
 		}
 		if rec := d.rp.opts.Recorder; rec != nil {
@@ -69,7 +69,7 @@ func (d *devState) placeInitial(segs []*trace.Segment) error {
 		if err := d.a.Free(lb); err != nil {
 			return err
 		}
-		d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true}
+		d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true})
 	}
 	if r := d.rp.res.Reconstructed; r != nil && !r.Placed {
 		r.Placed = true

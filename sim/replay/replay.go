@@ -286,7 +286,7 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		info := ds.Info()
 		capacity, source, name, measured = info.Capacity, info.CapacitySource, info.Name, info.MeasuredTime
 	}
-	d := &devState{rp: rp, index: i, proc: proc, live: map[uint64]liveBlock{},
+	d := &devState{rp: rp, index: i, proc: proc,
 		capacity: capacity, capacitySource: source, name: name, measured: measured}
 	if source == SourceUnknown {
 		d.unusedCapacity = rp.unusedCapacity(i)
@@ -645,7 +645,7 @@ type devState struct {
 
 	mallocs, mallocNS int64 // Options.TimeMallocs
 
-	live   map[uint64]liveBlock
+	live   liveTable
 	failed map[uint64]struct{} // addresses whose alloc the replay skipped (OOMSkip)
 	synth  uint64              // private streams handed out
 
@@ -977,8 +977,9 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 	if e.Size == 0 {
 		return false, d.rp.bad(idx, "alloc of 0 bytes")
 	}
-	if prev, dup := d.live[e.Addr]; dup {
-		return false, d.rp.bad(idx, fmt.Sprintf("alloc at %#x, which is live since event %d", e.Addr, prev.at))
+	ref := d.live.find(e.Addr)
+	if ref.found {
+		return false, d.rp.bad(idx, fmt.Sprintf("alloc at %#x, which is live since event %d", e.Addr, d.live.at(ref).at))
 	}
 	b, err := d.malloc(e.Size, allocator.Stream(e.Stream))
 	if err != nil {
@@ -997,7 +998,7 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 				fmt.Sprintf("alloc at %#x", b.Addr()))
 		}
 	}
-	d.live[e.Addr] = liveBlock{b: b, stack: e.Stack, trial: d.trial, at: idx}
+	d.live.put(ref, e.Addr, liveBlock{b: b, stack: e.Stack, trial: d.trial, at: idx})
 	if d.failed != nil {
 		delete(d.failed, e.Addr)
 	}
@@ -1038,15 +1039,15 @@ func (d *devState) outOfMemory(idx int64, e *trace.Event, oom *allocator.OutOfMe
 // events.
 func (d *devState) dropTrial(idx int64) error {
 	var addrs []uint64
-	for addr, lb := range d.live {
+	d.live.each(func(addr uint64, lb *liveBlock) {
 		if lb.trial == d.trial {
 			addrs = append(addrs, addr)
 		}
-	}
+	})
 	sort.Slice(addrs, func(i, j int) bool { return addrs[i] < addrs[j] })
 	for _, addr := range addrs {
-		lb := d.live[addr]
-		delete(d.live, addr)
+		lb, _ := d.live.get(addr)
+		d.live.del(addr)
 		if lb.pending {
 			d.completePrivate(lb.synth)
 			continue
@@ -1088,8 +1089,8 @@ func (d *devState) recordedOOM(idx int64, e *trace.Event) error {
 }
 
 func (d *devState) freeRequested(idx int64, e *trace.Event) error {
-	lb, ok := d.live[e.Addr]
-	if !ok {
+	ref := d.live.find(e.Addr)
+	if !ref.found {
 		if _, skipped := d.failed[e.Addr]; skipped {
 			delete(d.failed, e.Addr)
 			d.rp.res.Skipped++
@@ -1105,6 +1106,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 		d.skipCompletion(e)
 		return nil
 	}
+	lb := *d.live.at(ref)
 	if lb.pending {
 		return d.rp.bad(idx, fmt.Sprintf("double free of %#x (freed before, not yet completed)", e.Addr))
 	}
@@ -1113,7 +1115,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 	}
 	if lb.exact {
 		lb.pending = true
-		d.live[e.Addr] = lb
+		d.live.put(ref, e.Addr, lb)
 		if err := d.a.Free(lb.b); err != nil {
 			return fmt.Errorf("replay: event %d: %w", idx, err)
 		}
@@ -1141,14 +1143,14 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 			if err := d.a.Free(lb.b); err != nil {
 				return fmt.Errorf("replay: event %d: %w", idx, err)
 			}
-			delete(d.live, e.Addr)
+			d.live.remove(ref, e.Addr)
 			d.deferred = append(d.deferred, lb.synth)
 			return nil
 		}
 	}
 	if pair {
 		// The usual case: the block returns to its pool at once.
-		delete(d.live, e.Addr)
+		d.live.remove(ref, e.Addr)
 		if err := d.a.Free(lb.b); err != nil {
 			return fmt.Errorf("replay: event %d: %w", idx, err)
 		}
@@ -1164,13 +1166,17 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 	if err := d.a.Free(lb.b); err != nil {
 		return fmt.Errorf("replay: event %d: %w", idx, err)
 	}
-	d.live[e.Addr] = lb
+	d.live.put(ref, e.Addr, lb)
 	return nil
 }
 
 // recordStream replays Tensor.record_stream from a memreplay recording.
 func (d *devState) recordStream(idx int64, e *trace.Event) error {
-	lb, ok := d.live[e.Addr]
+	ref := d.live.find(e.Addr)
+	lb, ok := liveBlock{}, ref.found
+	if ok {
+		lb = *d.live.at(ref)
+	}
 	if !ok || lb.pending {
 		return d.rp.bad(idx, fmt.Sprintf("record_stream of %#x, which is not allocated", e.Addr))
 	}
@@ -1181,7 +1187,7 @@ func (d *devState) recordStream(idx int64, e *trace.Event) error {
 		in.input(d.index, e, lb.b)
 	}
 	lb.exact = true
-	d.live[e.Addr] = lb
+	d.live.put(ref, e.Addr, lb)
 	return nil
 }
 
@@ -1195,14 +1201,15 @@ func (d *devState) skipCompletion(e *trace.Event) {
 }
 
 func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
-	lb, ok := d.live[e.Addr]
-	if !ok {
+	ref := d.live.find(e.Addr)
+	if !ref.found {
 		if err := d.rp.bad(idx, fmt.Sprintf("free_completed of unknown address %#x", e.Addr)); err != nil {
 			return err
 		}
 		d.rp.res.UnknownFrees++
 		return nil
 	}
+	lb := *d.live.at(ref)
 	if !lb.pending {
 		if lb.at >= 0 {
 			return d.rp.bad(idx, fmt.Sprintf("free_completed of %#x, which was not freed", e.Addr))
@@ -1212,13 +1219,13 @@ func (d *devState) freeCompleted(idx int64, e *trace.Event) error {
 		if rec := d.rp.opts.Recorder; rec != nil {
 			rec.Free(d.index, idx, lb.b, lb.stack)
 		}
-		delete(d.live, e.Addr)
+		d.live.remove(ref, e.Addr)
 		if err := d.a.Free(lb.b); err != nil {
 			return fmt.Errorf("replay: event %d: %w", idx, err)
 		}
 		return nil
 	}
-	delete(d.live, e.Addr)
+	d.live.remove(ref, e.Addr)
 	if lb.exact {
 		// The recording allocator returned the block here. Its streams'
 		// events may have completed (a stream_sync before): return it now

@@ -68,7 +68,7 @@ func (d *devState) restore() error {
 				rec.Alloc(d.index, -1, lb, stack)
 			}
 			if b.State != trace.BlockPendingFree {
-				d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1}
+				d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1})
 				continue
 			}
 			// Freed, waiting on stream events: free it again on a private
@@ -85,7 +85,7 @@ func (d *devState) restore() error {
 			if err := d.a.Free(lb); err != nil {
 				return err
 			}
-			d.live[b.Address] = liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true}
+			d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true})
 		}
 	}
 	return nil

@@ -55,7 +55,7 @@ func (g *gen) cLinear(l int, kind string, x *tensor, w int, rows, in, out uint64
 		tmp = wt.elems * 2
 	}
 	y := g.alloc(rows*out, g.act(), l, kind)
-	g.record(&node{site: g.site(l, kind+".grad"), in: []*tensor{x, wt}, out: y, saved: saved, tmp: tmp})
+	g.rec(g.site(l, g.cat(kind, ".grad")), []*tensor{x, wt}, 0, y, saved, tmp)
 	g.drop(cast)
 	g.cost(g.mm(2 * rows * in * out))
 	return y
@@ -65,9 +65,9 @@ func (g *gen) cLinear(l int, kind string, x *tensor, w int, rows, in, out uint64
 // input) and the output, in the dtype of the matmuls that read it.
 func (g *gen) cNorm(l int, kind string, x *tensor, w int) *tensor {
 	rows := g.rows()
-	rs := g.alloc(rows, 4, l, kind+".rstd")
+	rs := g.alloc(rows, 4, l, g.cat(kind, ".rstd"))
 	y := g.alloc(x.elems, g.act(), l, kind)
-	g.record(&node{site: g.site(l, kind+".grad"), in: []*tensor{x, g.ptens[w]}, out: y, saved: []*tensor{x, rs}})
+	g.rec(g.site(l, g.cat(kind, ".grad")), []*tensor{x, g.ptens[w]}, 0, y, []*tensor{x, rs}, 0)
 	g.drop(rs)
 	g.cost(g.bw(x.elems * 12))
 	return y

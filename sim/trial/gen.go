@@ -2,6 +2,7 @@ package trial
 
 import (
 	"strconv"
+	"sync"
 
 	"github.com/memreplay/memreplay/trace"
 )
@@ -19,6 +20,28 @@ func (k siteKey) String() string {
 		return k.kind
 	}
 	return "layer." + strconv.Itoa(k.layer) + "." + k.kind
+}
+
+// siteNames keeps each site's name for every generator of the process: a
+// sweep runs the same few models again and again, and each trial named its
+// thousand-odd sites afresh, the largest share of its heap allocations.
+var siteNames struct {
+	sync.Mutex
+	m map[siteKey]string
+}
+
+func siteName(k siteKey) string {
+	siteNames.Lock()
+	defer siteNames.Unlock()
+	if s, ok := siteNames.m[k]; ok {
+		return s
+	}
+	if siteNames.m == nil {
+		siteNames.m = map[siteKey]string{}
+	}
+	s := k.String()
+	siteNames.m[k] = s
+	return s
 }
 
 // SiteFile is the Filename of every frame the model writes.
@@ -67,6 +90,16 @@ type gen struct {
 	buf     []trace.Event
 	costAt  []float64
 	costNow float64
+
+	// arena.go: chunks the tensors, nodes and lists come from, and the
+	// joined site names.
+	tslab []tensor
+	nslab []node
+	pslab []*tensor
+	cats  map[[2]string]string
+	// scratch is optimizer.go's temporary list, reused step after step.
+	scratch []*tensor
+	grps    [2][]int // optimizer.go's parameter groups
 }
 
 // addrBase makes the fake addresses look like device addresses.
@@ -108,7 +141,7 @@ func (g *gen) site(layer int, kind string) trace.StackID {
 	if id, ok := g.sites[k]; ok {
 		return id
 	}
-	id := g.stacks.Intern([]trace.Frame{{Filename: SiteFile, Name: k.String()}})
+	id := g.stacks.Intern([]trace.Frame{{Filename: SiteFile, Name: siteName(k)}})
 	g.sites[k] = id
 	return id
 }

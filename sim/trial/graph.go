@@ -46,7 +46,8 @@ type segment struct {
 }
 
 func (g *gen) newTensor(elems uint64, bytes uint8, site trace.StackID) *tensor {
-	t := &tensor{addr: g.nextAddr, elems: elems, bytes: bytes, refs: 1, param: -1, site: site}
+	t := g.newTensorSlot()
+	*t = tensor{addr: g.nextAddr, elems: elems, bytes: bytes, refs: 1, param: -1, site: site}
 	// Fake addresses: unique for the trial's lifetime (never reused), 512
 	// B aligned like the allocator's blocks.
 	g.nextAddr += (t.size() + 511) &^ 511
@@ -95,17 +96,34 @@ func (g *gen) record(n *node) {
 	if g.noGrad > 0 {
 		return
 	}
-	for _, s := range n.saved {
+	g.rec(n.site, n.in, n.pass, n.out, n.saved, n.tmp)
+	if n.ckpt != nil {
+		g.tape[len(g.tape)-1].ckpt = n.ckpt
+	}
+}
+
+// rec is record for a node given by its fields. It takes them one by one
+// because escape analysis does not tell a struct's fields apart: a node
+// passed whole would move its callers' lists (usually literals on their
+// stack) to the heap along with its output tensor. The lists are copied
+// into the arena.
+func (g *gen) rec(site trace.StackID, in []*tensor, pass uint32, out *tensor, saved []*tensor, tmp uint64) {
+	if g.noGrad > 0 {
+		return
+	}
+	for _, s := range saved {
 		g.keep(s)
 	}
-	g.tape = append(g.tape, n)
+	m := g.newNodeSlot()
+	*m = node{site: site, in: g.tensors(in), pass: pass, out: out, saved: g.tensors(saved), tmp: tmp}
+	g.tape = append(g.tape, m)
 }
 
 // op allocates an output and records its node in one call: the common case
 // of an operator with one output.
 func (g *gen) op(layer int, kind string, elems uint64, bytes uint8, in []*tensor, pass uint32, saved ...*tensor) *tensor {
 	out := g.alloc(elems, bytes, layer, kind)
-	g.record(&node{site: g.site(layer, kind+".grad"), in: in, pass: pass, out: out, saved: saved})
+	g.rec(g.site(layer, g.cat(kind, ".grad")), in, pass, out, saved, 0)
 	return out
 }
 

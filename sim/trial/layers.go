@@ -158,14 +158,14 @@ func (g *gen) encoderLayer(l int, x *tensor) *tensor {
 // LayerNorm norm+".LayerNorm" after it; x and residual die here.
 func (g *gen) postNormOutput(l int, dense, norm string, x, residual *tensor, in uint64) *tensor {
 	rows, H := g.rows(), u(g.m.Hidden)
-	o := g.linear(l, dense, x, g.p(l, dense+".weight"), g.p(l, dense+".bias"), rows, in, H)
+	o := g.linear(l, dense, x, g.p(l, g.cat(dense, ".weight")), g.p(l, g.cat(dense, ".bias")), rows, in, H)
 	g.drop(x)
-	od := g.dropout(l, dense+".dropout", o)
+	od := g.dropout(l, g.cat(dense, ".dropout"), o)
 	g.drop(o)
-	s := g.add(l, norm+".residual", od, residual)
+	s := g.add(l, g.cat(norm, ".residual"), od, residual)
 	g.drop(od)
 	g.drop(residual)
-	out := g.layerNorm(l, norm+".LayerNorm", s, g.p(l, norm+".LayerNorm.weight"), g.p(l, norm+".LayerNorm.bias"), rows)
+	out := g.layerNorm(l, g.cat(norm, ".LayerNorm"), s, g.p(l, g.cat(norm, ".LayerNorm.weight")), g.p(l, g.cat(norm, ".LayerNorm.bias")), rows)
 	g.drop(s)
 	return out
 }
@@ -223,8 +223,7 @@ func (g *gen) sdpaAttention(l int, q, k, v *tensor) *tensor {
 	g.drop(v)
 	out := g.alloc(rows*H, g.act(), l, "attention.sdpa")
 	lse := g.alloc(BA*((g.S+31)/32*32), 4, l, "attention.sdpa.logsumexp")
-	g.record(&node{site: g.site(l, "attention.sdpa.grad"), in: []*tensor{qh, kh, vh}, out: out,
-		saved: []*tensor{qh, kh, vh, out, lse}, tmp: BA * g.S * 4})
+	g.rec(g.site(l, "attention.sdpa.grad"), []*tensor{qh, kh, vh}, 0, out, []*tensor{qh, kh, vh, out, lse}, BA*g.S*4)
 	g.cost(g.mm(4 * BA * g.S * g.S * d))
 	g.drop(lse)
 	g.drop(qh)
@@ -259,8 +258,8 @@ func (g *gen) debertaAttention(l int, q, k, v *tensor) *tensor {
 
 	posKey := func(kind string, w, b int) *tensor {
 		pk := g.linear(l, kind, g.relEmb, w, b, R, H, H)
-		pc := contig(kind+".heads", pk)
-		pr := g.op(l, kind+".repeat", g.B*R*H, pc.bytes, []*tensor{pc}, 0)
+		pc := contig(g.cat(kind, ".heads"), pk)
+		pr := g.op(l, g.cat(kind, ".repeat"), g.B*R*H, pc.bytes, []*tensor{pc}, 0)
 		g.drop(pc)
 		return pr
 	}
@@ -399,11 +398,11 @@ func (g *gen) decoderLayer(l int, x *tensor) *tensor {
 // rotate_half (a negated half and the concatenation), x*cos, rot*sin and
 // their sum. cos and sin are buffers, so nothing large is saved.
 func (g *gen) rope(l int, kind string, x *tensor) *tensor {
-	neg := g.op(l, kind+".neg", x.elems/2, x.bytes, []*tensor{x}, 0)
-	rot := g.op(l, kind+".rotate", x.elems, x.bytes, []*tensor{neg}, 0)
+	neg := g.op(l, g.cat(kind, ".neg"), x.elems/2, x.bytes, []*tensor{x}, 0)
+	rot := g.op(l, g.cat(kind, ".rotate"), x.elems, x.bytes, []*tensor{neg}, 0)
 	g.drop(neg)
-	a := g.op(l, kind+".cos", x.elems, x.bytes, []*tensor{x}, 0)
-	b := g.op(l, kind+".sin", x.elems, x.bytes, []*tensor{rot}, 0)
+	a := g.op(l, g.cat(kind, ".cos"), x.elems, x.bytes, []*tensor{x}, 0)
+	b := g.op(l, g.cat(kind, ".sin"), x.elems, x.bytes, []*tensor{rot}, 0)
 	g.drop(rot)
 	y := g.add(l, kind, a, b)
 	g.drop(a)

@@ -45,7 +45,7 @@ func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
 
 	mx := g.alloc(BAS, act, l, "attention.softmax.max")
 	idx := g.alloc(BAS, 8, l, "attention.softmax.argmax")
-	g.record(&node{site: g.site(l, "attention.softmax.max.grad"), in: []*tensor{mk}, out: mx, saved: []*tensor{idx}})
+	g.rec(g.site(l, "attention.softmax.max.grad"), []*tensor{mk}, 0, mx, []*tensor{idx}, 0)
 	g.drop(idx)
 	sh := g.op(l, "attention.softmax.shifted", BA*SS, act, []*tensor{mk, mx}, 1)
 	g.drop(mx)
@@ -59,8 +59,7 @@ func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
 	// its end) beside the incoming gradient and exp's: the backward's
 	// highest point, which the real CS336 trace shows.
 	pr := g.alloc(BA*SS, ex.bytes, l, "attention.probs")
-	g.record(&node{site: g.site(l, "attention.probs.grad"), in: []*tensor{ex, sm}, out: pr, saved: []*tensor{ex, sm},
-		tmp: 4 * BA * SS * uint64(ex.bytes)})
+	g.rec(g.site(l, "attention.probs.grad"), []*tensor{ex, sm}, 0, pr, []*tensor{ex, sm}, 4*BA*SS*uint64(ex.bytes))
 	g.drop(ex)
 	g.drop(sm)
 	g.drop(sh) // softmax returns

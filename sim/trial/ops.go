@@ -23,7 +23,7 @@ func (g *gen) toHalf(layer int, kind string, x *tensor) *tensor {
 		return x
 	}
 	g.cost(g.bw(x.size() * 3 / 2))
-	return g.op(layer, kind+".cast", x.elems, 2, []*tensor{x}, 0)
+	return g.op(layer, g.cat(kind, ".cast"), x.elems, 2, []*tensor{x}, 0)
 }
 
 // toFloat is the fp32 cast autocast applies before an fp32-list op.
@@ -33,7 +33,7 @@ func (g *gen) toFloat(layer int, kind string, x *tensor) *tensor {
 		return x
 	}
 	g.cost(g.bw(x.size() * 3))
-	return g.op(layer, kind+".cast", x.elems, 4, []*tensor{x}, 0)
+	return g.op(layer, g.cat(kind, ".cast"), x.elems, 4, []*tensor{x}, 0)
 }
 
 // weight returns parameter p as a matmul operand: the fp32 parameter, or
@@ -49,7 +49,7 @@ func (g *gen) weight(p int) *tensor {
 		return c
 	}
 	c := g.newTensor(w.elems, 2, g.castSite[p])
-	g.record(&node{site: g.gradSite[p], in: []*tensor{w}, out: c})
+	g.rec(g.gradSite[p], []*tensor{w}, 0, c, nil, 0)
 	g.keep(c)
 	g.castCache[p] = c
 	g.castOrder = append(g.castOrder, p)
@@ -70,15 +70,16 @@ func (g *gen) clearCastCache() {
 // linear is F.linear(x, W, b) on rows x in -> rows x out. It saves its
 // (cast) input and weight.
 func (g *gen) linear(layer int, kind string, x *tensor, w, b int, rows, in, out uint64) *tensor {
-	xin := g.toHalf(layer, kind+".input", x)
+	xin := g.toHalf(layer, g.cat(kind, ".input"), x)
 	wt := g.weight(w)
 	var bt *tensor
-	ins := []*tensor{xin, wt}
+	// An array, not an append: a list that may grow goes to the heap.
+	ins, n := [3]*tensor{xin, wt}, 2
 	if b >= 0 {
 		bt = g.weight(b)
-		ins = append(ins, bt)
+		ins[2], n = bt, 3
 	}
-	y := g.op(layer, kind, rows*out, g.act(), ins, 0, xin, wt)
+	y := g.op(layer, kind, rows*out, g.act(), ins[:n], 0, xin, wt)
 	g.cost(g.mm(2 * rows * in * out))
 	g.drop(xin)
 	if g.amp {
@@ -95,7 +96,7 @@ func (g *gen) dropout(layer int, kind string, x *tensor) *tensor {
 		g.keep(x)
 		return x
 	}
-	mask := g.alloc(x.elems, 1, layer, kind+".mask")
+	mask := g.alloc(x.elems, 1, layer, g.cat(kind, ".mask"))
 	y := g.op(layer, kind, x.elems, x.bytes, []*tensor{x}, 0, mask)
 	g.drop(mask)
 	g.cost(g.bw(x.size()*2 + x.elems))
@@ -117,14 +118,14 @@ func (g *gen) add(layer int, kind string, a, b *tensor) *tensor {
 // layerNorm is F.layer_norm in fp32 (autocast's fp32 list): it saves its
 // input, the per-row mean and rstd.
 func (g *gen) layerNorm(layer int, kind string, x *tensor, w, b int, rows uint64) *tensor {
-	xf := g.toFloat(layer, kind+".input", x)
-	mean := g.alloc(rows, 4, layer, kind+".mean")
-	rstd := g.alloc(rows, 4, layer, kind+".rstd")
-	ins := []*tensor{xf, g.ptens[w]}
+	xf := g.toFloat(layer, g.cat(kind, ".input"), x)
+	mean := g.alloc(rows, 4, layer, g.cat(kind, ".mean"))
+	rstd := g.alloc(rows, 4, layer, g.cat(kind, ".rstd"))
+	ins, n := [3]*tensor{xf, g.ptens[w]}, 2
 	if b >= 0 {
-		ins = append(ins, g.ptens[b])
+		ins[2], n = g.ptens[b], 3
 	}
-	y := g.op(layer, kind, x.elems, 4, ins, 0, xf, mean, rstd)
+	y := g.op(layer, kind, x.elems, 4, ins[:n], 0, xf, mean, rstd)
 	g.drop(mean)
 	g.drop(rstd)
 	g.drop(xf)
@@ -135,13 +136,13 @@ func (g *gen) layerNorm(layer int, kind string, x *tensor, w, b int, rows uint64
 // rmsNorm is the CS336/Llama RMSNorm written in PyTorch ops: x*x (a
 // temporary), the mean and rsqrt per row, x*rstd (saved) and *weight.
 func (g *gen) rmsNorm(layer int, kind string, x *tensor, w int, rows uint64) *tensor {
-	xf := g.toFloat(layer, kind+".input", x)
-	sq := g.alloc(xf.elems, 4, layer, kind+".square")
-	ms := g.op(layer, kind+".mean", rows, 4, []*tensor{xf}, 0, xf)
+	xf := g.toFloat(layer, g.cat(kind, ".input"), x)
+	sq := g.alloc(xf.elems, 4, layer, g.cat(kind, ".square"))
+	ms := g.op(layer, g.cat(kind, ".mean"), rows, 4, []*tensor{xf}, 0, xf)
 	g.drop(sq)
-	rs := g.op(layer, kind+".rsqrt", rows, 4, []*tensor{ms}, 0, ms)
+	rs := g.op(layer, g.cat(kind, ".rsqrt"), rows, 4, []*tensor{ms}, 0, ms)
 	g.drop(ms)
-	xn := g.op(layer, kind+".normed", xf.elems, 4, []*tensor{xf, rs}, 0, xf, rs)
+	xn := g.op(layer, g.cat(kind, ".normed"), xf.elems, 4, []*tensor{xf, rs}, 0, xf, rs)
 	g.drop(rs)
 	g.drop(xf)
 	y := g.op(layer, kind, xn.elems, 4, []*tensor{xn, g.ptens[w]}, 0, xn)
@@ -161,10 +162,10 @@ func (g *gen) unary(layer int, kind string, x *tensor) *tensor {
 // crossEntropy is F.cross_entropy on rows x classes logits (fp32 list): a
 // log_softmax (saved) and the nll loss scalar.
 func (g *gen) crossEntropy(kind string, logits *tensor, rows, classes uint64) *tensor {
-	lf := g.toFloat(-1, kind+".logits", logits)
-	ls := g.opSaveOut(-1, kind+".log_softmax", rows*classes, 4, lf)
+	lf := g.toFloat(-1, g.cat(kind, ".logits"), logits)
+	ls := g.opSaveOut(-1, g.cat(kind, ".log_softmax"), rows*classes, 4, lf)
 	g.drop(lf)
-	loss := g.op(-1, kind+".nll", 1, 4, []*tensor{ls}, 0)
+	loss := g.op(-1, g.cat(kind, ".nll"), 1, 4, []*tensor{ls}, 0)
 	g.drop(ls)
 	g.cost(g.bw(rows * classes * 12))
 	return loss
@@ -174,6 +175,6 @@ func (g *gen) crossEntropy(kind string, logits *tensor, rows, classes uint64) *t
 // log_softmax).
 func (g *gen) opSaveOut(layer int, kind string, elems uint64, bytes uint8, x *tensor) *tensor {
 	out := g.alloc(elems, bytes, layer, kind)
-	g.record(&node{site: g.site(layer, kind+".grad"), in: []*tensor{x}, out: out, saved: []*tensor{out}})
+	g.rec(g.site(layer, g.cat(kind, ".grad")), []*tensor{x}, 0, out, []*tensor{out}, 0)
 	return out
 }

@@ -7,7 +7,12 @@ package trial
 // groups returns the parameter indices of HF's two parameter groups:
 // weight-decay ones (weights) and the rest (biases, norms), in order.
 func (g *gen) groups() [2][]int {
-	var gs [2][]int
+	// The parameters are fixed for the generator's life: the groups are
+	// made once, not every step.
+	if g.grps[0] != nil || g.grps[1] != nil {
+		return g.grps
+	}
+	gs := &g.grps
 	for i, p := range g.params {
 		if p.decay {
 			gs[0] = append(gs[0], i)
@@ -15,7 +20,7 @@ func (g *gen) groups() [2][]int {
 			gs[1] = append(gs[1], i)
 		}
 	}
-	return gs
+	return *gs
 }
 
 func (g *gen) optimizerStep() {
@@ -58,7 +63,10 @@ func (g *gen) optimizerStep() {
 // gradient, stacked, the total norm, the clip coefficient clamped; the
 // gradients are scaled in place.
 func (g *gen) clipGradNorm() {
-	var norms []*tensor
+	// The lists of this file reuse one buffer of the generator: one list
+	// per step and group was a heap allocation each.
+	norms := g.scratch[:0]
+	defer func() { g.scratch = norms[:0] }()
 	for _, t := range g.pgrad {
 		if t != nil {
 			norms = append(norms, g.alloc(1, 4, -1, "clip_grad_norm.norm"))
@@ -110,7 +118,8 @@ func (g *gen) adamwGroup(grp []int) {
 	case AdamW:
 		// exp_avg_sq_sqrt = torch._foreach_sqrt(exp_avg_sqs): one
 		// temporary per tensor, all alive until the addcdiv_.
-		var tmp []*tensor
+		tmp := g.scratch[:0]
+		defer func() { g.scratch = tmp[:0] }()
 		for _, i := range grp {
 			if g.pgrad[i] != nil {
 				tmp = append(tmp, g.alloc(g.params[i].elems, 4, g.params[i].site.layer, "optimizer.exp_avg_sq_sqrt"))

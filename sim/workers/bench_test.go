@@ -1,6 +1,7 @@
 package workers_test
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -82,4 +83,51 @@ func benchSpecs(b *testing.B) []trial.Spec {
 		out = append(out, trial.Spec{Model: m, Batch: 8 + 8*i, SeqLen: 128, Steps: 2, Precision: trial.FP16, Seed: uint64(i)})
 	}
 	return out
+}
+
+// BenchmarkTrialModelSteadyAllocs separates the trial model's heap
+// allocations per event in steady state from those made once per trial
+// (the model's parameter and site tables, the stack table of its trace,
+// the allocator's blocks as it grows to its peak): it runs
+// FourWorkersTrialModel's eight trials with 2 and with 8 steps and reports
+// the extra allocations per extra event, which a per-event allocation
+// anywhere on the path would raise to 1 or more.
+func BenchmarkTrialModelSteadyAllocs(b *testing.B) {
+	run := func(steps int) (mallocs uint64, events int64) {
+		specs := benchSpecs(b)
+		for i := range specs {
+			specs[i].Steps = steps
+		}
+		n := 0
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		sum, err := workers.Run(workers.Options{
+			GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
+			Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
+			Compute: workers.Compute{Share: 0.5},
+			Next: func(w int, now time.Duration) (workers.Task, bool) {
+				if n >= 8 {
+					return workers.Task{}, false
+				}
+				n++
+				return specTask(n, specs[n%len(specs)]), true
+			},
+		})
+		runtime.ReadMemStats(&after)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return after.Mallocs - before.Mallocs, sum.Events
+	}
+	var short, long uint64
+	var shortEv, longEv int64
+	for i := 0; i < b.N; i++ {
+		m, e := run(2)
+		short, shortEv = short+m, shortEv+e
+		m, e = run(8)
+		long, longEv = long+m, longEv+e
+	}
+	b.ReportMetric(float64(short)/float64(shortEv), "allocs/event@2steps")
+	b.ReportMetric(float64(long)/float64(longEv), "allocs/event@8steps")
+	b.ReportMetric(float64(long-short)/float64(longEv-shortEv), "marginal-allocs/event")
 }

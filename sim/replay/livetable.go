@@ -1,0 +1,163 @@
+package replay
+
+// liveTable maps a recorded address to its live block. It replaces a Go map
+// on the replay's hottest path (issue 19): every alloc looked its address
+// up twice (the duplicate check, then the insert) and every free twice (the
+// lookup, then the delete or the update), and the map's hashing and probing
+// were about a sixth of the replay. Here a lookup returns a slot, and the
+// insert, update or delete that follows uses it without probing again, as
+// long as nothing changed the table in between (ver says so; otherwise it
+// probes afresh, so a stale slot is never trusted).
+//
+// Open addressing with linear probing, at most half full; deletion shifts
+// the rest of the run back (Knuth's algorithm R), so there are no
+// tombstones and lookups stay short however long the trace.
+type liveTable struct {
+	slots []liveSlot
+	n     int
+	shift uint8
+	ver   uint64 // bumped by every change to the slots
+}
+
+type liveSlot struct {
+	addr uint64
+	full bool
+	lb   liveBlock
+}
+
+// liveRef is a lookup's answer: the slot of the address, or where it
+// would go, at version ver.
+type liveRef struct {
+	i     int
+	ver   uint64
+	found bool
+}
+
+const liveMinSlots = 64
+
+func (t *liveTable) home(addr uint64) int {
+	// Blocks are 512 B aligned, so the low bits say nothing: Fibonacci
+	// hashing takes the high bits of the product instead.
+	return int((addr * 0x9E3779B97F4A7C15) >> t.shift)
+}
+
+// find returns the address's slot or the empty slot where it would go.
+func (t *liveTable) find(addr uint64) liveRef {
+	if t.slots == nil {
+		t.init(liveMinSlots)
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(addr); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if !s.full {
+			return liveRef{i: i, ver: t.ver}
+		}
+		if s.addr == addr {
+			return liveRef{i: i, ver: t.ver, found: true}
+		}
+	}
+}
+
+func (t *liveTable) init(size int) {
+	t.slots = make([]liveSlot, size)
+	t.shift = uint8(64 - bitsOf(size))
+	t.n = 0
+	t.ver++
+}
+
+func bitsOf(size int) int {
+	b := 0
+	for 1<<b < size {
+		b++
+	}
+	return b
+}
+
+// get returns the block live at addr.
+func (t *liveTable) get(addr uint64) (liveBlock, bool) {
+	r := t.find(addr)
+	if !r.found {
+		return liveBlock{}, false
+	}
+	return t.slots[r.i].lb, true
+}
+
+// at returns the block of a found ref.
+func (t *liveTable) at(r liveRef) *liveBlock { return &t.slots[r.i].lb }
+
+// put sets addr's block, using r when the table has not changed since it
+// was found.
+func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
+	if r.ver != t.ver {
+		r = t.find(addr)
+	}
+	if r.found {
+		t.slots[r.i].lb = lb
+		return
+	}
+	t.slots[r.i] = liveSlot{addr: addr, full: true, lb: lb}
+	t.n++
+	t.ver++
+	if 2*t.n > len(t.slots) {
+		t.grow()
+	}
+}
+
+func (t *liveTable) set(addr uint64, lb liveBlock) { t.put(t.find(addr), addr, lb) }
+
+func (t *liveTable) grow() {
+	old := t.slots
+	t.init(2 * len(old))
+	mask := len(t.slots) - 1
+	for k := range old {
+		s := &old[k]
+		if !s.full {
+			continue
+		}
+		i := t.home(s.addr)
+		for t.slots[i].full {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = *s
+		t.n++
+	}
+}
+
+// remove deletes addr's block, using r when the table has not changed
+// since it was found.
+func (t *liveTable) remove(r liveRef, addr uint64) {
+	if r.ver != t.ver {
+		r = t.find(addr)
+	}
+	if !r.found {
+		return
+	}
+	mask := len(t.slots) - 1
+	i := r.i
+	// Move back each later entry of the run that may sit at or after the
+	// hole's place, so that no lookup meets an empty slot before its key.
+	for j := (i + 1) & mask; t.slots[j].full; j = (j + 1) & mask {
+		h := t.home(t.slots[j].addr)
+		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
+			t.slots[i] = t.slots[j]
+			i = j
+		}
+	}
+	t.slots[i] = liveSlot{}
+	t.n--
+	t.ver++
+}
+
+func (t *liveTable) del(addr uint64) { t.remove(t.find(addr), addr) }
+
+func (t *liveTable) len() int { return t.n }
+
+// each calls f for every live block, in no particular order; f must not
+// change the table.
+func (t *liveTable) each(f func(addr uint64, lb *liveBlock)) {
+	for k := range t.slots {
+		if s := &t.slots[k]; s.full {
+			f(s.addr, &s.lb)
+		}
+	}
+}
