@@ -47,29 +47,9 @@ func (d *devState) placeInitial(segs []*trace.Segment) error {
 			}
 			return fmt.Errorf("replay: device %d: placing the initial blocks: %w", d.index, err)
 		}
-		stack := b.Stack
-		if stack == 0 {
-			stack = d.rp.beforeTraceStack()
-		}
-		if rec := d.rp.opts.Recorder; rec != nil {
-			rec.Alloc(d.index, -1, lb, stack)
-		}
-		if b.State != trace.BlockPendingFree {
-			d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1})
-			continue
-		}
-		if rec := d.rp.opts.Recorder; rec != nil {
-			rec.Free(d.index, -1, lb, stack)
-		}
-		d.synth++
-		synth := allocator.Stream(synthStreamBase + d.synth)
-		if err := d.a.RecordStream(lb, synth); err != nil {
+		if err := d.mapInitial(b, lb); err != nil {
 			return err
 		}
-		if err := d.a.Free(lb); err != nil {
-			return err
-		}
-		d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true})
 	}
 	if r := d.rp.res.Reconstructed; r != nil && !r.Placed {
 		r.Placed = true

@@ -191,7 +191,8 @@ type replayer struct {
 	// (ReplayRecorder): told the inputs the replay applies or makes up.
 	inputs inputRecorder
 	// decisionsRead and allocsRead count the trace's decision and alloc
-	// entries: whether a check has anything to compare.
+	// entries (in check mode only): whether a check has anything to
+	// compare.
 	decisionsRead, allocsRead int64
 	// initBy holds the initial segments by device; hdr the header's entry
 	// for each device (the first with a capacity).
@@ -454,11 +455,13 @@ func (rp *replayer) loop() error {
 		if d == nil {
 			continue // an out-of-range device, counted as skipped (Lenient)
 		}
-		switch {
-		case e.Action.IsDecision():
-			rp.decisionsRead++
-		case e.Action == trace.ActionAlloc:
-			rp.allocsRead++
+		if rp.check != nil {
+			switch {
+			case e.Action.IsDecision():
+				rp.decisionsRead++
+			case e.Action == trace.ActionAlloc:
+				rp.allocsRead++
+			}
 		}
 		stop, err := d.event(idx, &e)
 		if err != nil {

@@ -54,40 +54,50 @@ func (d *devState) restore() error {
 				Msg: fmt.Sprintf("initial segment at %#x on device %d overlaps another", s.Address, d.index)}
 		}
 		k := 0
-		for _, b := range s.Blocks {
+		for i := range s.Blocks {
+			b := &s.Blocks[i]
 			if b.State == trace.BlockInactive {
 				continue
 			}
 			lb := live[0][k]
 			k++
-			stack := b.Stack
-			if stack == 0 {
-				stack = d.rp.beforeTraceStack()
-			}
-			if rec := d.rp.opts.Recorder; rec != nil {
-				rec.Alloc(d.index, -1, lb, stack)
-			}
-			if b.State != trace.BlockPendingFree {
-				d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1})
-				continue
-			}
-			// Freed, waiting on stream events: free it again on a private
-			// stream whose event completes when the trace shows its
-			// free_completed.
-			if rec := d.rp.opts.Recorder; rec != nil {
-				rec.Free(d.index, -1, lb, stack)
-			}
-			d.synth++
-			synth := allocator.Stream(synthStreamBase + d.synth)
-			if err := d.a.RecordStream(lb, synth); err != nil {
+			if err := d.mapInitial(b, lb); err != nil {
 				return err
 			}
-			if err := d.a.Free(lb); err != nil {
-				return err
-			}
-			d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true})
 		}
 	}
+	return nil
+}
+
+// mapInitial maps lb, the allocator's block for b (a block live or pending
+// free before the first event, restored or placed), at b's recorded
+// address. A block pending free (freed, waiting on stream events) is freed
+// again on a private stream whose event completes when the trace shows its
+// free_completed.
+func (d *devState) mapInitial(b *trace.Block, lb *allocator.Block) error {
+	stack := b.Stack
+	if stack == 0 {
+		stack = d.rp.beforeTraceStack()
+	}
+	if rec := d.rp.opts.Recorder; rec != nil {
+		rec.Alloc(d.index, -1, lb, stack)
+	}
+	if b.State != trace.BlockPendingFree {
+		d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1})
+		return nil
+	}
+	if rec := d.rp.opts.Recorder; rec != nil {
+		rec.Free(d.index, -1, lb, stack)
+	}
+	d.synth++
+	synth := allocator.Stream(synthStreamBase + d.synth)
+	if err := d.a.RecordStream(lb, synth); err != nil {
+		return err
+	}
+	if err := d.a.Free(lb); err != nil {
+		return err
+	}
+	d.live.set(b.Address, liveBlock{b: lb, stack: stack, at: -1, synth: synth, pending: true})
 	return nil
 }
 
