@@ -86,7 +86,7 @@ func (Lifetime) engine(a *Allocator, _ *config.Config) error {
 	a.longSmall = pool{small: true, long: true, statIdx: StatSmall, free: newFreeSet()}
 	a.longLarge = pool{long: true, statIdx: StatLarge, free: newFreeSet()}
 	a.pools = []*pool{&a.large, &a.longLarge, &a.small, &a.longSmall}
-	a.life = &lifetimeState{}
+	a.life = &lifetimeState{steps: stepDetector{troughDiv: 4, riseDiv: 2}}
 	a.life.classes.init()
 	return nil
 }
@@ -100,33 +100,14 @@ type lifeClass struct {
 
 type lifetimeState struct {
 	epoch   uint32 // troughs passed
-	started bool   // a block was freed: the load phase is over, base is set
-	low     bool   // at a trough
-	base    int64  // the allocated bytes of the last trough
-	hi, lo  int64  // the highest since the base; the lowest in the trough
+	steps   stepDetector
 	classes lifeTable
 }
 
 // track follows the allocated bytes cur after an operation.
 func (l *lifetimeState) track(cur int64, free bool) {
-	switch {
-	case !l.started:
-		if free {
-			l.started, l.base, l.hi = true, cur, cur
-		}
-	case !l.low:
-		swing := l.hi - l.base
-		if cur > l.hi {
-			l.hi = cur
-		} else if swing > max(l.base/32, 2<<20) && cur-l.base <= swing/4 {
-			l.low, l.lo = true, cur
-			l.epoch++
-		}
-	default:
-		l.lo = min(l.lo, cur)
-		if cur-l.lo > (l.hi-l.base)/2 {
-			l.low, l.base, l.hi = false, l.lo, cur
-		}
+	if l.steps.track(cur, free) == stepTrough {
+		l.epoch++
 	}
 }
 

@@ -103,7 +103,7 @@ func (Plan) engine(a *Allocator, cfg *config.Config) error {
 			return err
 		}
 	}
-	a.plan = &planState{arena: pool{statIdx: StatLarge, free: newFreeSet()}, gen: 1}
+	a.plan = &planState{arena: pool{statIdx: StatLarge, free: newFreeSet()}, gen: 1, steps: planSteps}
 	a.stats.Planning = true
 	return nil
 }
@@ -153,12 +153,11 @@ type planState struct {
 	reqs  []planReq
 	first int // the log index of reqs[0]: older entries were dropped
 
-	// the step boundaries (policy_lifetime.go's zigzag)
-	started, low bool
-	base, hi, lo int64
-	loIdx        int
-	loClock      int64
-	bounds       []planBound
+	// the step boundaries (policy_lifetime.go's zigzag, looser)
+	steps   stepDetector
+	loIdx   int
+	loClock int64
+	bounds  []planBound
 
 	slots []planSlot // the plan, nil while observing
 	peak  uint64
@@ -244,7 +243,7 @@ func (ps *planState) slide() {
 	for i := range ps.bounds {
 		ps.bounds[i].idx -= k
 	}
-	if ps.low {
+	if ps.steps.low {
 		ps.loIdx = max(ps.loIdx-k, 0)
 	}
 }
@@ -255,40 +254,28 @@ func (ps *planState) restart() {
 	ps.first = 0
 	ps.reqs = ps.reqs[:0]
 	ps.bounds = ps.bounds[:0]
-	ps.started, ps.low = false, false
+	ps.steps.started, ps.steps.low = false, false
 }
+
+// planSteps is the plan policy's step detector. Unlike the lifetime
+// policy's, the base follows the bytes down before a trough (a program
+// whose first free comes at its first peak would otherwise keep a base
+// that no step falls back to), a fall to within half the swing is a
+// trough, and a rise by a quarter of the fall to the trough's lowest point
+// starts the next step (the first step's fall includes the optimizer state
+// allocated at its end, so a later step may rise by less than half of it).
+var planSteps = stepDetector{troughDiv: 2, riseDiv: 4, followBase: true, riseFromLo: true}
 
 // track follows the allocated bytes cur and records a step boundary at
 // the lowest point of each trough, once the next step has risen from it.
 func (ps *planState) track(a *Allocator, cur int64, free bool) {
-	switch {
-	case !ps.started:
-		if free {
-			ps.started, ps.base, ps.hi = true, cur, cur
-		}
-	case !ps.low:
-		// Unlike the lifetime policy's zigzag, the base follows the
-		// bytes down: a program whose first free comes at its first peak
-		// would otherwise keep a base that no step falls back to.
-		ps.base = min(ps.base, cur)
-		swing := ps.hi - ps.base
-		if cur > ps.hi {
-			ps.hi = cur
-		} else if swing > max(ps.base/32, 2<<20) && cur-ps.base <= swing/2 {
-			ps.low, ps.lo, ps.loIdx, ps.loClock = true, cur, len(ps.reqs), ps.clock
-		}
-	default:
-		if cur < ps.lo {
-			ps.lo, ps.loIdx, ps.loClock = cur, len(ps.reqs), ps.clock
-		}
-		// A rise by a quarter of the fall starts the next step (the
-		// first step's fall includes the optimizer state allocated at its
-		// end, so a later step may rise by less than half of it).
-		if swing := ps.hi - ps.lo; cur-ps.lo > swing/4 {
-			ps.bounds = append(ps.bounds, planBound{idx: ps.loIdx, clock: ps.loClock, lo: ps.lo, swing: swing})
-			ps.low, ps.base, ps.hi = false, ps.lo, cur
-			ps.tryPlan(a)
-		}
+	switch ps.steps.track(cur, free) {
+	case stepTrough, stepLower:
+		ps.loIdx, ps.loClock = len(ps.reqs), ps.clock
+	case stepRise:
+		d := &ps.steps
+		ps.bounds = append(ps.bounds, planBound{idx: ps.loIdx, clock: ps.loClock, lo: d.base, swing: d.fall})
+		ps.tryPlan(a)
 	}
 }
 
