@@ -23,7 +23,7 @@ import (
 // completed trial counting for the fraction of its run time in that
 // window. When every trial was admitted at once there is no such window,
 // and the rate is the completed trials over the makespan.
-func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixResult, error) {
+func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (MixStats, error) {
 	k, T := len(mx.trials), o.TrialsPerWorker
 	var order []packing.Item
 	peaks := map[int]uint64{}
@@ -39,7 +39,7 @@ func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixRes
 			order = append(order, packing.Item{ID: id, Label: t.Label, Open: t.Open, Predicted: peaks[id]})
 		}
 	}
-	var res mixResult
+	var res MixStats
 	pos := 0
 	sched, err := packing.New(packing.Options{
 		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, PriorRatio: 1,
@@ -51,9 +51,9 @@ func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixRes
 			return order[pos-1], true
 		},
 		Reject: func(packing.Item, uint64, time.Duration) error {
-			res.tasks++
-			res.pruned++
-			res.tooBig++
+			res.Tasks++
+			res.Pruned++
+			res.TooBig++
 			return nil
 		},
 	})
@@ -84,31 +84,28 @@ func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixRes
 		},
 		Done: func(r workers.TaskResult) error {
 			sched.Done(r)
-			res.tasks++
+			res.Tasks++
 			device += r.DeviceTime
 			busy += r.End - r.Start
 			switch r.Outcome {
 			case workers.Completed:
-				res.completed++
+				res.Completed++
 				completions = append(completions, span{r.Start, r.End})
 			case workers.PrunedOOM:
-				res.pruned++
-				res.oom = true // it fits alone: the rejected ones never ran
+				res.Pruned++
+				res.OOM = true // it fits alone: the rejected ones never ran
 			default:
-				res.failed++
-				res.oom = true
+				res.Failed++
+				res.OOM = true
 			}
-			res.ooms += r.OOMs
-			res.retries += r.Retries
-			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
-			res.oomUnalloc = max(res.oomUnalloc, r.UnallocatedAtOOM)
+			res.addTask(r)
 			return sched.Err()
 		},
 	})
 	if err != nil {
 		return res, err
 	}
-	res.sum = sum
+	res.setSummary(sum)
 	if lastStart > 0 {
 		n := 0.0
 		for _, c := range completions {
@@ -116,12 +113,12 @@ func runPacked(o *Options, s *Setting, mx mix, solo func(w, i int) solo) (mixRes
 				n += float64(in) / float64(c.end-c.start)
 			}
 		}
-		res.rate = n / lastStart.Seconds()
+		res.Rate = n / lastStart.Seconds()
 	} else if sum.Makespan > 0 {
-		res.rate = float64(res.completed) / sum.Makespan.Seconds()
+		res.Rate = float64(res.Completed) / sum.Makespan.Seconds()
 	}
 	if busy > 0 {
-		res.deviceShare = float64(device) / float64(busy)
+		res.DeviceShare = float64(device) / float64(busy)
 	}
 	return res, nil
 }

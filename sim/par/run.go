@@ -51,26 +51,6 @@ func draw(o *Options, k, m int) mix {
 	return mx
 }
 
-// mixResult is what one mix under one setting did.
-type mixResult struct {
-	sum         workers.Summary
-	tasks       int // counted trials (fillers excluded), and their outcomes
-	completed   int
-	pruned      int
-	failed      int
-	oom         bool // a trial that fits alone ran out of memory, or a context did not start
-	tooBig      int  // counted trials pruned that do not fit even alone
-	ooms        int64
-	retries     int64
-	rate        float64 // completed trials per second, steady state
-	deviceShare float64
-	resUnalloc  uint64 // max reserved-but-unallocated at a counted trial's end
-	oomUnalloc  uint64 // max reserved-but-unallocated at a counted trial's OOM
-	// oomLabels are the counted trials that fit alone but ran out of
-	// memory here: the configurations that cannot share.
-	oomLabels []string
-}
-
 // runMix runs mx under setting s.
 //
 // Each worker runs its TrialsPerWorker counted trials; a worker done with
@@ -90,11 +70,11 @@ type mixResult struct {
 // staggered start (worker 0 alone for a while), nor the first trial's cold
 // cache (every segment a device call), nor a ragged end (fewer workers
 // sharing the GPU) counts for or against a PAR.
-func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult, error) {
+func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (MixStats, error) {
 	k, T := len(mx.trials), o.TrialsPerWorker
 	pos := make([]int, k)
 	countedLeft := k * T // counted trials not yet ended
-	var res mixResult
+	var res MixStats
 	var t0, t1, warm time.Duration
 	type span struct{ start, end time.Duration }
 	var completions []span // fillers included
@@ -142,36 +122,33 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 			if (r.Task.ID-1)%T == 0 {
 				warm = max(warm, r.End) // a worker's first trial ended
 			}
-			res.tasks++
+			res.Tasks++
 			w, i := (r.Task.ID-1)/T, (r.Task.ID-1)%T
 			switch r.Outcome {
 			case workers.Completed:
-				res.completed++
+				res.Completed++
 			case workers.PrunedOOM:
-				res.pruned++
+				res.Pruned++
 				if fits(w, i) {
-					res.oom = true
-					res.oomLabels = append(res.oomLabels, r.Task.Label)
+					res.OOM = true
+					res.OOMLabels = append(res.OOMLabels, r.Task.Label)
 				} else {
-					res.tooBig++ // pruned at any PAR: not sharing's doing
+					res.TooBig++ // pruned at any PAR: not sharing's doing
 				}
 			default:
 				// A context that could not start (no faults are
 				// injected here): out of memory too.
-				res.failed++
-				res.oom = true
+				res.Failed++
+				res.OOM = true
 			}
-			res.ooms += r.OOMs
-			res.retries += r.Retries
-			res.resUnalloc = max(res.resUnalloc, r.ReservedUnallocated)
-			res.oomUnalloc = max(res.oomUnalloc, r.UnallocatedAtOOM)
+			res.addTask(r)
 			return nil
 		},
 	})
 	if err != nil {
 		return res, err
 	}
-	res.sum = sum
+	res.setSummary(sum)
 	if T > 1 {
 		t0 = warm
 	}
@@ -182,10 +159,10 @@ func runMix(o *Options, s *Setting, mx mix, fits func(w, i int) bool) (mixResult
 				n += float64(in) / float64(c.end-c.start)
 			}
 		}
-		res.rate = n / (t1 - t0).Seconds()
+		res.Rate = n / (t1 - t0).Seconds()
 	}
 	if busy > 0 {
-		res.deviceShare = float64(device) / float64(busy)
+		res.DeviceShare = float64(device) / float64(busy)
 	}
 	return res, nil
 }
@@ -266,7 +243,7 @@ func RunShard(o Options, index, count int) (*Shard, error) {
 	solos := make([]solo, S*per)
 	soloIdx := func(x, w, i int) int { return (x*K+w)*T + i }
 	// Mix runs: job j is setting j/(K*M), PAR j%(K*M)/M+1, mix j%M.
-	results := make([]mixResult, S*K*M)
+	results := make([]MixStats, S*K*M)
 	total := len(solos) + len(results)
 	if o.Packed {
 		total += S * M
@@ -296,9 +273,9 @@ func RunShard(o Options, index, count int) (*Shard, error) {
 		return nil, err
 	}
 	// Packed runs: job j is setting j/M, mix j%M, all K workers' trials.
-	var packed []mixResult
+	var packed []MixStats
 	if o.Packed {
-		packed = make([]mixResult, S*M)
+		packed = make([]MixStats, S*M)
 		err = parallel(o.Parallel, len(packed), func(j int) error {
 			s, x := j/M, j%M
 			sl := func(w, i int) solo { return solos[s*per+soloIdx(x, w, i)] }
@@ -320,10 +297,10 @@ func RunShard(o Options, index, count int) (*Shard, error) {
 		for s := range S {
 			var sr SettingRecord
 			for k := 1; k <= K; k++ {
-				sr.Fixed = append(sr.Fixed, results[s*K*M+(k-1)*M+x].stats())
+				sr.Fixed = append(sr.Fixed, results[s*K*M+(k-1)*M+x])
 			}
 			if o.Packed {
-				st := packed[s*M+x].stats()
+				st := packed[s*M+x]
 				sr.Packed = &st
 			}
 			for _, sl := range solos[s*per+soloIdx(x, 0, 0) : s*per+soloIdx(x+1, 0, 0)] {
@@ -391,30 +368,30 @@ func (c *counter) add() {
 }
 
 // makeRow sums one PAR's mixes (k 0: the packed schedule's).
-func makeRow(o *Options, k int, ms []mixResult) Row {
+func makeRow(o *Options, k int, ms []MixStats) Row {
 	M := len(ms)
 	row := Row{PAR: k, Mixes: M}
 	var used []uint64
 	var rate, waste, share float64
 	for _, r := range ms {
-		if r.oom {
+		if r.OOM {
 			row.MixesWithOOM++
 		}
-		row.TooBig += r.tooBig
-		row.Trials += r.tasks
-		row.Completed += r.completed
-		row.PrunedOOM += r.pruned
-		row.Failed += r.failed
-		row.OOMs += r.ooms
-		row.Retries += r.retries
-		used = append(used, r.sum.PeakDeviceUsed)
-		if r.sum.PeakReserved > 0 {
-			waste += 1 - float64(r.sum.PeakLive)/float64(r.sum.PeakReserved)
+		row.TooBig += r.TooBig
+		row.Trials += r.Tasks
+		row.Completed += r.Completed
+		row.PrunedOOM += r.Pruned
+		row.Failed += r.Failed
+		row.OOMs += r.OOMs
+		row.Retries += r.Retries
+		used = append(used, r.PeakDeviceUsed)
+		if r.PeakReserved > 0 {
+			waste += 1 - float64(r.PeakLive)/float64(r.PeakReserved)
 		}
-		row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.resUnalloc)
-		row.UnallocatedAtOOMMax = max(row.UnallocatedAtOOMMax, r.oomUnalloc)
-		rate += r.rate
-		share += r.deviceShare
+		row.ReservedUnallocatedMax = max(row.ReservedUnallocatedMax, r.ResUnalloc)
+		row.UnallocatedAtOOMMax = max(row.UnallocatedAtOOMMax, r.OOMUnalloc)
+		rate += r.Rate
+		share += r.DeviceShare
 	}
 	row.POOM = float64(row.MixesWithOOM) / float64(M)
 	row.POOMUpper = wilsonUpper(row.MixesWithOOM, M, o.Confidence)
@@ -429,7 +406,7 @@ func makeRow(o *Options, k int, ms []mixResult) Row {
 
 // aggregate turns one setting's mixes into its rows and verdicts; packed,
 // when the search ran it, are the packed schedule's runs of the same mixes.
-func aggregate(o *Options, s Setting, rs, packed []mixResult, solos []solo) Result {
+func aggregate(o *Options, s Setting, rs, packed []MixStats, solos []solo) Result {
 	K, M := o.MaxPAR, o.Mixes
 	out := Result{Setting: s.Name}
 	for k := 1; k <= K; k++ {
@@ -501,10 +478,10 @@ func median(v []uint64) uint64 {
 
 // oomConfigs counts, per trial label, the sharing OOMs of all PARs' mixes,
 // most frequent first (ties by label), at most MaxOOMConfigs of them.
-func oomConfigs(rs []mixResult) []ConfigCount {
+func oomConfigs(rs []MixStats) []ConfigCount {
 	n := map[string]int{}
 	for _, r := range rs {
-		for _, l := range r.oomLabels {
+		for _, l := range r.OOMLabels {
 			n[l]++
 		}
 	}

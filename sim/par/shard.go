@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/memreplay/memreplay/sim/workers"
 )
 
 // ShardFormat names the layout of a partial result; Merge refuses others.
@@ -72,48 +74,42 @@ type SoloRecord struct {
 	Peak uint64 `json:"peak_reserved_bytes"`
 }
 
-// MixStats is what one run of a mix did: every figure the rows are made of.
+// MixStats is what one run of a mix did (one mix under one setting):
+// every figure the rows are made of. It travels in a shard as it is.
 type MixStats struct {
-	Tasks          int      `json:"trials"`
-	Completed      int      `json:"completed"`
-	Pruned         int      `json:"pruned_oom"`
-	Failed         int      `json:"failed"`
-	OOM            bool     `json:"oom"`
-	TooBig         int      `json:"too_big_alone"`
-	OOMs           int64    `json:"ooms"`
-	Retries        int64    `json:"retries"`
-	Rate           float64  `json:"rate_per_s"`
-	DeviceShare    float64  `json:"device_time_share"`
-	ResUnalloc     uint64   `json:"reserved_unallocated_max_bytes"`
-	OOMUnalloc     uint64   `json:"unallocated_at_oom_max_bytes"`
-	OOMLabels      []string `json:"oom_configs,omitempty"`
-	PeakDeviceUsed uint64   `json:"peak_used_bytes"`
-	PeakReserved   uint64   `json:"peak_reserved_bytes"`
-	PeakLive       uint64   `json:"peak_live_bytes"`
-	Events         int64    `json:"events"`
+	Tasks       int     `json:"trials"` // counted trials (fillers excluded), and their outcomes
+	Completed   int     `json:"completed"`
+	Pruned      int     `json:"pruned_oom"`
+	Failed      int     `json:"failed"`
+	OOM         bool    `json:"oom"`           // a trial that fits alone ran out of memory, or a context did not start
+	TooBig      int     `json:"too_big_alone"` // counted trials pruned that do not fit even alone
+	OOMs        int64   `json:"ooms"`
+	Retries     int64   `json:"retries"`
+	Rate        float64 `json:"rate_per_s"` // completed trials per second, steady state
+	DeviceShare float64 `json:"device_time_share"`
+	ResUnalloc  uint64  `json:"reserved_unallocated_max_bytes"` // max reserved-but-unallocated at a counted trial's end
+	OOMUnalloc  uint64  `json:"unallocated_at_oom_max_bytes"`   // max reserved-but-unallocated at a counted trial's OOM
+	// OOMLabels are the counted trials that fit alone but ran out of
+	// memory here: the configurations that cannot share.
+	OOMLabels []string `json:"oom_configs,omitempty"`
+	// What the report reads of the workers' Summary.
+	PeakDeviceUsed uint64 `json:"peak_used_bytes"`
+	PeakReserved   uint64 `json:"peak_reserved_bytes"`
+	PeakLive       uint64 `json:"peak_live_bytes"`
+	Events         int64  `json:"events"`
 }
 
-// stats is r as it travels in a shard. A figure makeRow, aggregate or Run
-// read from a mixResult must be here and in fromStats too, or a merged
-// report would differ from a single run's (TestMergeEqualsRun).
-func (r *mixResult) stats() MixStats {
-	return MixStats{
-		Tasks: r.tasks, Completed: r.completed, Pruned: r.pruned, Failed: r.failed, OOM: r.oom,
-		TooBig: r.tooBig, OOMs: r.ooms, Retries: r.retries, Rate: r.rate, DeviceShare: r.deviceShare,
-		ResUnalloc: r.resUnalloc, OOMUnalloc: r.oomUnalloc, OOMLabels: r.oomLabels,
-		PeakDeviceUsed: r.sum.PeakDeviceUsed, PeakReserved: r.sum.PeakReserved, PeakLive: r.sum.PeakLive,
-		Events: r.sum.Events,
-	}
+// addTask adds a counted trial's retries, OOMs and unallocated bytes.
+func (r *MixStats) addTask(t workers.TaskResult) {
+	r.OOMs += t.OOMs
+	r.Retries += t.Retries
+	r.ResUnalloc = max(r.ResUnalloc, t.ReservedUnallocated)
+	r.OOMUnalloc = max(r.OOMUnalloc, t.UnallocatedAtOOM)
 }
 
-func fromStats(s MixStats) mixResult {
-	r := mixResult{
-		tasks: s.Tasks, completed: s.Completed, pruned: s.Pruned, failed: s.Failed, oom: s.OOM,
-		tooBig: s.TooBig, ooms: s.OOMs, retries: s.Retries, rate: s.Rate, deviceShare: s.DeviceShare,
-		resUnalloc: s.ResUnalloc, oomUnalloc: s.OOMUnalloc, oomLabels: s.OOMLabels,
-	}
-	r.sum.PeakDeviceUsed, r.sum.PeakReserved, r.sum.PeakLive, r.sum.Events = s.PeakDeviceUsed, s.PeakReserved, s.PeakLive, s.Events
-	return r
+// setSummary keeps what the report reads of the workers' summary.
+func (r *MixStats) setSummary(sum workers.Summary) {
+	r.PeakDeviceUsed, r.PeakReserved, r.PeakLive, r.Events = sum.PeakDeviceUsed, sum.PeakReserved, sum.PeakLive, sum.Events
 }
 
 func header(o *Options) SearchHeader {
@@ -271,16 +267,16 @@ func assemble(h SearchHeader, records []*MixRecord) *Report {
 		MixesNeeded: mixesNeeded(h.Confidence),
 	}
 	for s, name := range h.Settings {
-		rs := make([]mixResult, K*M) // PAR k's mix m at (k-1)*M+m
-		var pk []mixResult
+		rs := make([]MixStats, K*M) // PAR k's mix m at (k-1)*M+m
+		var pk []MixStats
 		var solos []solo
 		for m, r := range records {
 			sr := &r.Settings[s]
 			for k := range K {
-				rs[k*M+m] = fromStats(sr.Fixed[k])
+				rs[k*M+m] = sr.Fixed[k]
 			}
 			if sr.Packed != nil {
-				pk = append(pk, fromStats(*sr.Packed))
+				pk = append(pk, *sr.Packed)
 			}
 			for _, x := range sr.Solos {
 				solos = append(solos, solo{fits: x.Fits, peak: x.Peak})
@@ -288,10 +284,10 @@ func assemble(h SearchHeader, records []*MixRecord) *Report {
 		}
 		rep.Results = append(rep.Results, aggregate(o, Setting{Name: name}, rs, pk, solos))
 		for _, r := range rs {
-			rep.Events += r.sum.Events
+			rep.Events += r.Events
 		}
 		for _, r := range pk {
-			rep.Events += r.sum.Events
+			rep.Events += r.Events
 		}
 	}
 	return rep

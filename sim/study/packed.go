@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/memreplay/memreplay/sim/estimate"
-	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/packing"
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/sim/workers"
@@ -65,37 +64,54 @@ func (s *study) predictor() (packing.Predictor, float64, error) {
 // trial run on the card tells (packing.Replay), so such a trial is asked
 // of it rather than rejected.
 func (s *study) estimatePredictor() packing.Predictor {
-	var mu sync.Mutex
-	seen := map[trial.Spec]uint64{}
-	cfg, pol := s.cfg, s.pol
-	ctx := s.o.ContextOverhead
-	if ctx == 0 {
-		ctx = gpu.DefaultContextOverhead
-	}
-	onCard := packing.Replay(cfg, pol, s.o.Capacity, s.o.ContextOverhead)
+	cfg := s.cfg
+	est := &estimates{o: estimate.Options{Config: &cfg, Policy: s.pol, ContextOverhead: s.o.ContextOverhead}}
+	onCard := packing.Replay(cfg, s.pol, s.o.Capacity, s.o.ContextOverhead)
 	return func(sp trial.Spec) uint64 {
-		key := sp
-		if !key.DynamicPadding {
-			key.Seed = 0
+		pr, err := est.get(sp)
+		if err != nil {
+			return 0
 		}
-		mu.Lock()
-		p, ok := seen[key]
-		mu.Unlock()
-		if ok {
-			return p
+		if pr.PeakReservedBytes+s.context() > s.o.Capacity {
+			return onCard(sp) // packing.Replay keeps its own answers
 		}
-		pr, err := estimate.Spec(sp, estimate.Options{Config: &cfg, Policy: pol, ContextOverhead: s.o.ContextOverhead})
-		if err == nil {
-			p = pr.PeakReservedBytes
-			if p+ctx > s.o.Capacity {
-				p = onCard(sp)
-			}
-		}
-		mu.Lock()
-		seen[key] = p
-		mu.Unlock()
-		return p
+		return pr.PeakReservedBytes
 	}
+}
+
+// estimates keeps estimate.Spec's predictions (and errors) by spec under
+// one set of options; a spec's seed matters only to dynamic padding's
+// draws. Safe for concurrent use (packing.Prefetch asks from other
+// goroutines).
+type estimates struct {
+	o  estimate.Options
+	mu sync.Mutex
+	m  map[trial.Spec]estimated
+}
+
+type estimated struct {
+	p   estimate.Prediction
+	err error
+}
+
+func (e *estimates) get(sp trial.Spec) (estimate.Prediction, error) {
+	key := sp
+	if !key.DynamicPadding {
+		key.Seed = 0
+	}
+	e.mu.Lock()
+	r, ok := e.m[key]
+	e.mu.Unlock()
+	if !ok {
+		r.p, r.err = estimate.Spec(sp, e.o)
+		e.mu.Lock()
+		if e.m == nil {
+			e.m = map[trial.Spec]estimated{}
+		}
+		e.m[key] = r
+		e.mu.Unlock()
+	}
+	return r.p, r.err
 }
 
 // packed wires a packing.Scheduler into the engine's options: trials come
@@ -124,27 +140,18 @@ func (s *study) packed(wo *workers.Options) (sched *packing.Scheduler, stop func
 		Capacity: s.o.Capacity, ContextOverhead: s.o.ContextOverhead,
 		Predict: pred, PriorRatio: prior, Margin: s.o.Packing.Margin,
 		Source: func() (packing.Item, bool) {
-			for s.err == nil && s.next < s.planned {
-				id := s.next
-				s.next++
-				if s.done[id] {
-					continue
-				}
-				sp := s.specFor(id)
-				return packing.Item{ID: id, Label: sp.String(), Spec: sp, Open: sp.Reader}, true
+			id, sp, ok := s.nextSpec()
+			if !ok {
+				return packing.Item{}, false
 			}
-			return packing.Item{}, false
+			return packing.Item{ID: id, Label: sp.String(), Spec: sp, Open: sp.Reader}, true
 		},
 		Reject: func(it packing.Item, need uint64, at time.Duration) error {
-			ctx := s.o.ContextOverhead
-			if ctx == 0 {
-				ctx = gpu.DefaultContextOverhead
-			}
 			us := s.offsetUS + at.Microseconds()
 			return s.record(Record{Kind: "trial", ID: it.ID, Label: it.Label, Spec: specJSON(it.Spec), Worker: -1,
 				Outcome: PrunedEstimate, StartUS: us, EndUS: us,
 				Error:         fmt.Sprintf("predicted %s with its context > %s capacity: cannot fit even alone", gib(need), gib(s.o.Capacity)),
-				EstimateBytes: need - ctx, Run: s.runIdx})
+				EstimateBytes: need - s.context(), Run: s.runIdx})
 		},
 	})
 	if err != nil {

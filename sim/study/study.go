@@ -242,8 +242,8 @@ type study struct {
 	proc         []int
 	trialsInProc []int
 	cause        map[int]string
-	predicted    map[trial.Spec]uint64 // EstimateByReplay's predictions, by spec
-	resetEvery   int                   // the engine's ResetEvery (the packed schedule sets 1)
+	predicted    *estimates // EstimateByReplay's predictions, by spec
+	resetEvery   int        // the engine's ResetEvery (the packed schedule sets 1)
 }
 
 // Run runs (or resumes) a study.
@@ -407,13 +407,11 @@ func (s *study) specFor(id int) trial.Spec {
 // nextTask hands a worker the next trial that has not finished; trials the
 // estimate prunes are recorded here, at no worker time.
 func (s *study) nextTask(w int, now time.Duration) (workers.Task, bool) {
-	for s.err == nil && s.next < s.planned {
-		id := s.next
-		s.next++
-		if s.done[id] {
-			continue
+	for {
+		id, sp, ok := s.nextSpec()
+		if !ok {
+			return workers.Task{}, false
 		}
-		sp := s.specFor(id)
 		if s.o.Policy.EstimatePrune {
 			need, budget, err := s.estimate(sp)
 			if err != nil {
@@ -434,38 +432,45 @@ func (s *study) nextTask(w int, now time.Duration) (workers.Task, bool) {
 		}
 		return workers.Task{ID: id, Label: sp.String(), Open: sp.Reader}, true
 	}
-	return workers.Task{}, false
+}
+
+// nextSpec takes the next trial not yet finished, while the study has no
+// error and trials remain.
+func (s *study) nextSpec() (int, trial.Spec, bool) {
+	for s.err == nil && s.next < s.planned {
+		id := s.next
+		s.next++
+		if !s.done[id] {
+			return id, s.specFor(id), true
+		}
+	}
+	return 0, trial.Spec{}, false
+}
+
+// context is what each trial's process costs the GPU (0: sim's default).
+func (s *study) context() uint64 {
+	if s.o.ContextOverhead == 0 {
+		return gpu.DefaultContextOverhead
+	}
+	return s.o.ContextOverhead
 }
 
 // estimate is the pre-trial check: the prediction with the margin, and
 // one worker's share of the GPU it must fit.
 func (s *study) estimate(sp trial.Spec) (need, budget uint64, err error) {
-	ctx := s.o.ContextOverhead
-	if ctx == 0 {
-		ctx = gpu.DefaultContextOverhead
-	}
+	ctx := s.context()
 	share := s.o.Capacity / uint64(s.o.Workers)
 	m := s.o.Policy.EstimateMargin
 	if s.o.Policy.EstimateBy == EstimateByReplay {
-		// The prediction counts the context; a spec's seed matters only
-		// to dynamic padding's draws.
-		key := sp
-		if !key.DynamicPadding {
-			key.Seed = 0
+		// The prediction counts the context.
+		if s.predicted == nil {
+			s.predicted = &estimates{o: estimate.Options{Config: &s.cfg, ContextOverhead: ctx}}
 		}
-		n, ok := s.predicted[key]
-		if !ok {
-			p, err := estimate.Spec(sp, estimate.Options{Config: &s.cfg, ContextOverhead: ctx})
-			if err != nil {
-				return 0, 0, fmt.Errorf("estimate of %s: %w", sp, err)
-			}
-			n = p.NeedBytes
-			if s.predicted == nil {
-				s.predicted = map[trial.Spec]uint64{}
-			}
-			s.predicted[key] = n
+		p, err := s.predicted.get(sp)
+		if err != nil {
+			return 0, 0, fmt.Errorf("estimate of %s: %w", sp, err)
 		}
-		return uint64(float64(n) * (1 + m)), share, nil
+		return uint64(float64(p.NeedBytes) * (1 + m)), share, nil
 	}
 	if m == 0 {
 		m = DefaultEstimateMargin
