@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"strings"
 
 	"github.com/memreplay/memreplay/sim/estimate"
 	"github.com/memreplay/memreplay/sim/study"
@@ -47,14 +46,8 @@ func estimateCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("estimate", estimateHelp, stderr)
 	specText := fs.String("spec", "", "the trial's hyperparameters as JSON (above)")
 	model := fs.String("model", "", "built-in model (bert-base, bert-large, roberta-base, roberta-large, deberta-v3-base, deberta-v3-large, xlm-roberta-base)")
-	batch := fs.Int("batch", 8, "per-device batch size")
-	seq := fs.Int("seq-len", 128, "sequence length (padding length)")
-	ga := fs.Int("grad-accum", 1, "gradient accumulation steps")
-	prec := fs.String("precision", "fp32", "fp32, fp16 or bf16 (AMP autocast)")
-	opt := fs.String("optimizer", "adamw", "adamw (foreach), adamw-fused, adamw-loop or sgd")
+	tf := addTrialFlags(fs)
 	attn := fs.String("attention", "eager", "eager or sdpa")
-	ckpt := fs.Bool("checkpointing", false, "gradient checkpointing")
-	dyn := fs.Bool("dynamic-padding", false, "pad each batch to a drawn length in [seq-len/2, seq-len]")
 	steps := fs.Int("steps", trial.DefaultSteps, "optimizer steps of the trial")
 	allocConf := fs.String("alloc-conf", "", "allocator settings (PYTORCH_CUDA_ALLOC_CONF syntax; default PyTorch's, or the trace's own)")
 	ctxSize := fs.String("context-overhead", "", "one process's CUDA context (default 500MiB)")
@@ -110,8 +103,8 @@ func estimateCmd(args []string, stdout, stderr io.Writer) error {
 		if merr != nil {
 			return usageError{fmt.Errorf("--model: %v", merr)}
 		}
-		sp := trial.Spec{Model: m, Batch: *batch, SeqLen: *seq, GradAccum: *ga, Precision: trial.Precision(strings.ToLower(*prec)),
-			Optimizer: *opt, GradientCheckpointing: *ckpt, Steps: *steps, Attention: *attn, DynamicPadding: *dyn, Seed: 1}
+		sp := tf.spec(m)
+		sp.Steps, sp.Attention, sp.Seed = *steps, *attn, 1
 		if verr := sp.Validate(); verr != nil {
 			return usageError{fmt.Errorf("bad trial: %v", verr)}
 		}

@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"github.com/memreplay/memreplay/sim/trial"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -57,19 +59,13 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	typeVocab := fs.Int("type-vocab", 2, "custom shape: token-type embeddings (encoder)")
 	buckets := fs.Int("buckets", 256, "custom shape: relative-position buckets (deberta)")
 	labels := fs.Int("labels", 2, "classifier outputs (encoder, deberta)")
-	batch := fs.Int("batch", 8, "per-device batch size")
-	seq := fs.Int("seq-len", 128, "sequence length (padding length)")
-	ga := fs.Int("grad-accum", 1, "gradient accumulation steps")
-	prec := fs.String("precision", "fp32", "fp32, fp16 or bf16 (AMP autocast)")
-	opt := fs.String("optimizer", "adamw", "adamw (foreach), adamw-fused, adamw-loop or sgd")
+	tf := addTrialFlags(fs)
 	attn := fs.String("attention", "eager", "eager (F.softmax), sdpa or manual (softmax written in tensor ops)")
 	keep := fs.Bool("keep-grads", false, "keep gradients allocated between steps (zero_grad(set_to_none=False))")
 	compile := fs.Bool("compile", false, "torch.compile the model (decoder-lm): fused pointwise ops, fewer saved activations")
-	ckpt := fs.Bool("checkpointing", false, "gradient checkpointing")
 	steps := fs.Int("steps", trial.DefaultSteps, "optimizer steps")
 	evalEvery := fs.Int("eval-every", 0, "an evaluation pass every N steps (0: once at the end)")
 	evalBatches := fs.Int("eval-batches", trial.DefaultEvalBatches, "batches per evaluation pass")
-	dyn := fs.Bool("dynamic-padding", false, "pad each batch to a drawn length in [seq-len/2, seq-len]")
 	seed := fs.Uint64("seed", 1, "seed (draws the lengths under --dynamic-padding)")
 	out := fs.StringP("output", "o", "", "output trace file (memreplay format)")
 	quiet := fs.BoolP("quiet", "q", false, "print nothing on success")
@@ -134,10 +130,10 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 	if *name != "" && *customName == "" && anyChanged(fs.Changed, "layers", "hidden", "heads", "vocab", "intermediate", "arch", "max-positions", "type-vocab", "buckets") {
 		m.Name += "-custom"
 	}
-	s := trial.Spec{Model: m, Batch: *batch, SeqLen: *seq, GradAccum: *ga, Precision: trial.Precision(strings.ToLower(*prec)),
-		Optimizer: *opt, GradientCheckpointing: *ckpt, Steps: *steps, EvalEvery: *evalEvery, EvalBatches: *evalBatches,
-		Seed: *seed, Attention: *attn, DynamicPadding: *dyn, KeepGrads: *keep, Compile: *compile}
-	if *steps <= 0 || *evalBatches <= 0 || *ga <= 0 {
+	s := tf.spec(m)
+	s.Steps, s.EvalEvery, s.EvalBatches = *steps, *evalEvery, *evalBatches
+	s.Seed, s.Attention, s.KeepGrads, s.Compile = *seed, *attn, *keep, *compile
+	if *steps <= 0 || *evalBatches <= 0 || s.GradAccum <= 0 {
 		return usageError{fmt.Errorf("--steps, --eval-batches and --grad-accum must be positive")}
 	}
 	if err := s.Validate(); err != nil {
@@ -165,6 +161,33 @@ func synthCmd(args []string, stdout, stderr io.Writer) error {
 			*out, s, n, gib(peak), gib(e.PeakBytes), m.Params(), s.Duration())
 	}
 	return nil
+}
+
+// trialFlags are the flags of a trial's shape that synth and estimate
+// declare alike (each adds its own --model, --attention and --steps, whose
+// help differs).
+type trialFlags struct {
+	batch, seq, ga *int
+	prec, opt      *string
+	ckpt, dyn      *bool
+}
+
+func addTrialFlags(fs *pflag.FlagSet) trialFlags {
+	return trialFlags{
+		batch: fs.Int("batch", 8, "per-device batch size"),
+		seq:   fs.Int("seq-len", 128, "sequence length (padding length)"),
+		ga:    fs.Int("grad-accum", 1, "gradient accumulation steps"),
+		prec:  fs.String("precision", "fp32", "fp32, fp16 or bf16 (AMP autocast)"),
+		opt:   fs.String("optimizer", "adamw", "adamw (foreach), adamw-fused, adamw-loop or sgd"),
+		ckpt:  fs.Bool("checkpointing", false, "gradient checkpointing"),
+		dyn:   fs.Bool("dynamic-padding", false, "pad each batch to a drawn length in [seq-len/2, seq-len]"),
+	}
+}
+
+// spec is model m's trial with these flags' values; the caller sets the rest.
+func (t trialFlags) spec(m trial.Model) trial.Spec {
+	return trial.Spec{Model: m, Batch: *t.batch, SeqLen: *t.seq, GradAccum: *t.ga, Precision: trial.Precision(strings.ToLower(*t.prec)),
+		Optimizer: *t.opt, GradientCheckpointing: *t.ckpt, DynamicPadding: *t.dyn}
 }
 
 func anyChanged(changed func(string) bool, flags ...string) bool {

@@ -8,10 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -27,12 +25,7 @@ func multiDevice(t *testing.T) *trace.Trace {
 		tr.Header.Devices = append(tr.Header.Devices, trace.Device{Index: d})
 	}
 	for d := int32(0); d < 3; d++ {
-		card, err := gpu.New(gpu.Options{Capacity: 80 << 30, NoContextOverhead: true})
-		require.NoError(t, err)
-		proc, err := card.NewProcess()
-		require.NoError(t, err)
-		a, err := allocator.New(proc, cfg)
-		require.NoError(t, err)
+		a := newAllocator(t, 80<<30, cfg)
 		rec := replay.Record(a, d, func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
 		rec.SetStack(st.Intern([]trace.Frame{{Name: "forward", Filename: "/src/model.py", Line: int64(d)}}))
 		for i := 0; i < 3; i++ {

@@ -10,10 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -26,13 +24,8 @@ import (
 // a site of its own.
 func recordTwinSites(t *testing.T) *trace.Trace {
 	t.Helper()
-	card, err := gpu.New(gpu.Options{Capacity: 1 << 30, NoContextOverhead: true})
-	require.NoError(t, err)
-	proc, err := card.NewProcess()
-	require.NoError(t, err)
 	cfg := config.Default()
-	a, err := allocator.New(proc, cfg)
-	require.NoError(t, err)
+	a := newAllocator(t, 1<<30, cfg)
 	st := trace.NewStacks()
 	const torchDir = `C:\research\memory-study\.venv\Lib\site-packages\torch\nn\modules\`
 	convert := trace.Frame{Name: "convert", Filename: torchDir + "module.py", Line: 1326}

@@ -16,7 +16,6 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -37,12 +36,7 @@ func recordThreeDevices(t *testing.T) *trace.Trace {
 		Stacks: st}
 	var allocs []*allocator.Allocator
 	for d, c := range caps {
-		card, err := gpu.New(gpu.Options{Capacity: c, NoContextOverhead: true})
-		require.NoError(t, err)
-		proc, err := card.NewProcess()
-		require.NoError(t, err)
-		a, err := allocator.New(proc, cfg, allocator.WithDeviceIndex(d))
-		require.NoError(t, err)
+		a := newAllocator(t, c, cfg, allocator.WithDeviceIndex(d))
 		replay.Record(a, int32(d), func(e *trace.Event) { tr.Events = append(tr.Events, *e) }).SetStack(site)
 		allocs = append(allocs, a)
 		hc := c

@@ -10,10 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler/report"
-	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -28,13 +26,8 @@ func TestPprofKeepsNamesAsWritten(t *testing.T) {
 	if err != nil {
 		t.Skip("no go command to run pprof")
 	}
-	card, err := gpu.New(gpu.Options{Capacity: 1 << 30, NoContextOverhead: true})
-	require.NoError(t, err)
-	proc, err := card.NewProcess()
-	require.NoError(t, err)
 	cfg := config.Default()
-	a, err := allocator.New(proc, cfg)
-	require.NoError(t, err)
+	a := newAllocator(t, 1<<30, cfg)
 	st := trace.NewStacks()
 	alloc := trace.Frame{Name: "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc", Filename: "CUDACachingAllocator.cpp"}
 	module := trace.Frame{Name: "<module>", Filename: "/src/train.py", Line: 1}

@@ -36,13 +36,8 @@ const MiB = 1 << 20
 func recordTrainingLike(t *testing.T) *trace.Trace {
 	t.Helper()
 	const capacity = 300 * MiB
-	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
-	require.NoError(t, err)
-	proc, err := card.NewProcess()
-	require.NoError(t, err)
 	cfg := config.Default()
-	a, err := allocator.New(proc, cfg)
-	require.NoError(t, err)
+	a := newAllocator(t, capacity, cfg)
 	st := trace.NewStacks()
 	frame := func(name, file string, line int64) trace.Frame {
 		return trace.Frame{Name: name, Filename: file, Line: line}
@@ -87,12 +82,25 @@ func recordTrainingLike(t *testing.T) *trace.Trace {
 	}
 	_ = grads
 	rec.SetStack(sHuge)
-	_, err = a.Malloc(400*MiB, 0)
+	_, err := a.Malloc(400*MiB, 0)
 	require.ErrorIs(t, err, allocator.ErrOutOfMemory)
 	rec.Stop()
 	tr.Final = replay.SnapshotSegments(a.Snapshot())
 	tr.HasFinal = true
 	return tr
+}
+
+// newAllocator is an allocator with settings cfg on a fresh GPU of
+// capacity bytes without a CUDA context.
+func newAllocator(t testing.TB, capacity uint64, cfg config.Config, opts ...allocator.Option) *allocator.Allocator {
+	t.Helper()
+	card, err := gpu.New(gpu.Options{Capacity: capacity, NoContextOverhead: true})
+	require.NoError(t, err)
+	proc, err := card.NewProcess()
+	require.NoError(t, err)
+	a, err := allocator.New(proc, cfg, opts...)
+	require.NoError(t, err)
+	return a
 }
 
 // replayed replays tr (under conf when not nil) with the profiler.

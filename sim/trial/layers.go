@@ -176,15 +176,9 @@ func (g *gen) postNormOutput(l int, dense, norm string, x, residual *tensor, in 
 // probabilities times values, and the permute-contiguous copy. Each
 // batch*heads*seq*seq tensor is one allocation.
 func (g *gen) eagerAttention(l int, q, k, v *tensor, causal bool) *tensor {
-	rows, H := g.rows(), u(g.m.Hidden)
-	BA, SS, d := g.B*u(g.m.Heads), g.S*g.S, u(g.m.Hidden/g.m.Heads)
+	BA, SS := g.B*u(g.m.Heads), g.S*g.S
 	act := g.act()
-	sc := g.op(l, "attention.scores", BA*SS, act, []*tensor{q, k}, 0, q, k)
-	g.cost(g.mm(2 * BA * SS * d))
-	g.drop(q)
-	g.drop(k)
-	sd := g.op(l, "attention.scaled", BA*SS, act, []*tensor{sc}, 0)
-	g.drop(sc)
+	sd := g.attentionScores(l, q, k)
 	mbytes := uint8(4)
 	if causal {
 		mbytes = act // masked_fill / where keeps the dtype
@@ -194,6 +188,34 @@ func (g *gen) eagerAttention(l int, q, k, v *tensor, causal bool) *tensor {
 	pr := g.opSaveOut(l, "attention.probs", BA*SS, 4, mk)
 	g.drop(mk)
 	g.cost(g.bw(BA * SS * 24))
+	return g.attentionContext(l, pr, v, nil, causal)
+}
+
+// attentionScores is the start eagerAttention and manualAttention share:
+// q times k (one batch*heads*seq*seq tensor, q and k saved and dropped
+// here) and the scaled copy, which it returns.
+func (g *gen) attentionScores(l int, q, k *tensor) *tensor {
+	BA, SS, d := g.B*u(g.m.Heads), g.S*g.S, u(g.m.Hidden/g.m.Heads)
+	act := g.act()
+	sc := g.op(l, "attention.scores", BA*SS, act, []*tensor{q, k}, 0, q, k)
+	g.cost(g.mm(2 * BA * SS * d))
+	g.drop(q)
+	g.drop(k)
+	sd := g.op(l, "attention.scaled", BA*SS, act, []*tensor{sc}, 0)
+	g.drop(sc)
+	return sd
+}
+
+// attentionContext is the end eagerAttention and manualAttention share:
+// dropout on the probabilities pr (an encoder's; not when causal), their
+// 16-bit copy times v, and the permute-contiguous copy. pr and v die
+// here; live (nil for eager) is dropped after v, before the copy: the
+// manual attention's masked scores, a Python local until the attention
+// function returns.
+func (g *gen) attentionContext(l int, pr, v, live *tensor, causal bool) *tensor {
+	rows, H := g.rows(), u(g.m.Hidden)
+	BA, SS, d := g.B*u(g.m.Heads), g.S*g.S, u(g.m.Hidden/g.m.Heads)
+	act := g.act()
 	pd := pr
 	if !causal {
 		pd = g.dropout(l, "attention.dropout", pr)
@@ -205,6 +227,7 @@ func (g *gen) eagerAttention(l int, q, k, v *tensor, causal bool) *tensor {
 	g.cost(g.mm(2 * BA * SS * d))
 	g.drop(ph)
 	g.drop(v)
+	g.drop(live) // the attention function returns
 	cc := g.op(l, "attention.context.contiguous", rows*H, act, []*tensor{c}, 1)
 	g.drop(c)
 	return cc

@@ -21,8 +21,7 @@ package trial
 // copy. The difference stays alive until softmax returns and the masked
 // scores until the attention function returns, as Python locals.
 func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
-	rows, H := g.rows(), u(g.m.Hidden)
-	BA, SS, d := g.B*u(g.m.Heads), g.S*g.S, u(g.m.Hidden/g.m.Heads)
+	BA, SS := g.B*u(g.m.Heads), g.S*g.S
 	BAS := BA * g.S
 	act := g.act()
 	// The causal mask is built per layer (torch.triu or an arange
@@ -33,12 +32,7 @@ func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
 		maskElems = SS
 	}
 	mask := g.alloc(maskElems, 1, l, "attention.mask")
-	sc := g.op(l, "attention.scores", BA*SS, act, []*tensor{q, k}, 0, q, k)
-	g.cost(g.mm(2 * BA * SS * d))
-	g.drop(q)
-	g.drop(k)
-	sd := g.op(l, "attention.scaled", BA*SS, act, []*tensor{sc}, 0)
-	g.drop(sc)
+	sd := g.attentionScores(l, q, k)
 	mk := g.op(l, "attention.masked", BA*SS, act, []*tensor{sd}, 0, mask)
 	g.drop(sd)
 	g.drop(mask)
@@ -65,19 +59,5 @@ func (g *gen) manualAttention(l int, q, k, v *tensor, causal bool) *tensor {
 	g.drop(sh) // softmax returns
 	g.cost(g.bw(BA * SS * 40))
 
-	pd := pr
-	if !causal {
-		pd = g.dropout(l, "attention.dropout", pr)
-		g.drop(pr)
-	}
-	ph := g.toHalf(l, "attention.probs", pd)
-	g.drop(pd)
-	c := g.op(l, "attention.context", rows*H, act, []*tensor{ph, v}, 0, ph, v)
-	g.cost(g.mm(2 * BA * SS * d))
-	g.drop(ph)
-	g.drop(v)
-	g.drop(mk) // the attention function returns
-	cc := g.op(l, "attention.context.contiguous", rows*H, act, []*tensor{c}, 1)
-	g.drop(c)
-	return cc
+	return g.attentionContext(l, pr, v, mk, causal)
 }
