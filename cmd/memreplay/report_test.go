@@ -100,6 +100,9 @@ func TestReportSVG(t *testing.T) {
 	}
 	dir := t.TempDir()
 	stdout, stderr, err := reportCLI(partialTrace, "-o", filepath.Join(dir, "r.html"), "--svg", filepath.Join(dir, "img"))
+	if err != nil && strings.Contains(stderr, report.ErrBrowserCrashed.Error()) {
+		t.Skipf("skipped: Chromium kept crashing on start-up on this machine: %s", stderr)
+	}
 	require.NoError(t, err, stderr)
 	for _, name := range []string{"timeline-0", "segments-0"} {
 		p := filepath.Join(dir, "img", name+".svg")

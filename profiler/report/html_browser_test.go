@@ -2,6 +2,7 @@ package report_test
 
 import (
 	"context"
+	"errors"
 	"html"
 	"os"
 	"path/filepath"
@@ -38,6 +39,16 @@ func browser(t *testing.T) string {
 	return b
 }
 
+// skipIfBrowserCrashed skips when Chromium died of a signal on every
+// attempt (RenderHTML retries): the browser, not the page, failed, and the
+// skip summary of `make test` says so.
+func skipIfBrowserCrashed(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, report.ErrBrowserCrashed) {
+		t.Skipf("browser test skipped: Chromium kept crashing on start-up on this machine: %v", err)
+	}
+}
+
 // artifacts is where screenshots go: $MEMREPLAY_ARTIFACTS when set (CI
 // keeps it), else the test's temporary directory.
 func artifacts(t *testing.T) string {
@@ -62,6 +73,7 @@ func render(t *testing.T, r *report.HTMLReport, name, fragment string) (*report.
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	dom, err := report.RenderHTML(ctx, b, path, report.RenderOptions{Fragment: fragment, Screenshot: shot})
+	skipIfBrowserCrashed(t, err)
 	require.NoError(t, err)
 	st, err := os.Stat(shot)
 	require.NoError(t, err, "screenshot")

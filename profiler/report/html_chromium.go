@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 )
 
 // Rendering the page in headless Chromium: the browser test's check and
@@ -48,6 +49,31 @@ func chromiumArgs(profileDir string) []string {
 		"--window-size=" + BrowserWindow, "--user-data-dir=" + profileDir}
 }
 
+// ErrBrowserCrashed is returned by RenderHTML when the browser died of a
+// signal on every attempt. A headless Chromium on a loaded machine now and
+// then segfaults at start-up, before it has read the page (its stderr then
+// shows only its own start-up complaints); a page cannot make the browser
+// process die of a signal, so RenderHTML starts it again, crashAttempts
+// times in all, and callers may tell this apart from a page that failed.
+var ErrBrowserCrashed = errors.New("the browser crashed")
+
+const crashAttempts = 3
+
+// crashed tells whether err is the browser dying of a signal on its own,
+// not killed by ctx (a timeout is the page's or the machine's problem and
+// is never retried).
+func crashed(ctx context.Context, err error) bool {
+	if ctx.Err() != nil {
+		return false
+	}
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) {
+		return false
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	return ok && ws.Signaled()
+}
+
 // RenderOptions are RenderHTML's options.
 type RenderOptions struct {
 	// Fragment is appended to the page's URL after "#" (e.g. "zoom=0,100").
@@ -76,13 +102,21 @@ func RenderHTML(ctx context.Context, browser, path string, opts RenderOptions) (
 		defer os.RemoveAll(dir)
 		args := append(chromiumArgs(dir), extra...)
 		args = append(args, url)
-		cmd := exec.CommandContext(ctx, browser, args...)
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		if err := cmd.Run(); err != nil {
-			return nil, fmt.Errorf("%s: %v: %s", browser, err, lastLines(stderr.String(), 5))
+		var lastErr error
+		for attempt := 1; attempt <= crashAttempts; attempt++ {
+			cmd := exec.CommandContext(ctx, browser, args...)
+			var stdout, stderr bytes.Buffer
+			cmd.Stdout, cmd.Stderr = &stdout, &stderr
+			err := cmd.Run()
+			if err == nil {
+				return stdout.Bytes(), nil
+			}
+			if !crashed(ctx, err) {
+				return nil, fmt.Errorf("%s: %v: %s", browser, err, lastLines(stderr.String(), 5))
+			}
+			lastErr = fmt.Errorf("%w: %s %d times, last: %v: %s", ErrBrowserCrashed, browser, attempt, err, lastLines(stderr.String(), 5))
 		}
-		return stdout.Bytes(), nil
+		return nil, lastErr
 	}
 	dom, err := run("--dump-dom")
 	if err != nil {
