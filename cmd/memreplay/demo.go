@@ -41,7 +41,7 @@ Flags:
 func demoCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("demo", demoHelp, stderr)
 	confs := fs.StringArray("alloc-conf", nil, "allocator settings in PYTORCH_CUDA_ALLOC_CONF syntax; repeat to compare (default: \"\" and expandable_segments:True)")
-	capacity := fs.String("capacity", "24GiB", "simulated device memory")
+	capacity := fs.String("capacity", "24GiB", "simulated device memory: a size, or rtx-24gb (23.56 GiB, a 24 GB card as PyTorch reports it)")
 	o := demo.DefaultOptions()
 	fs.IntVar(&o.Trials, "trials", o.Trials, "number of trials")
 	fs.IntVar(&o.StepsPerTrial, "steps", o.StepsPerTrial, "optimizer steps per trial")
@@ -54,7 +54,7 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("unexpected argument %q", fs.Arg(0))}
 	}
-	c, err := parseSize(*capacity)
+	c, err := parseCapacity(*capacity)
 	if err != nil {
 		return usageError{fmt.Errorf("--capacity: %v", err)}
 	}

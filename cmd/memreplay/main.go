@@ -106,7 +106,7 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 	}
 	switch cmd := cmds[args[0]]; {
 	case cmd != nil:
-		err = cmd(args[1:], stdout, stderr)
+		err = cmd(args[1:], stdout, commandStderr{Writer: stderr, stdout: stdout})
 	case args[0] == "help" || args[0] == "-h" || args[0] == "--help":
 		if len(args) > 1 {
 			c := cmds[args[1]]

@@ -126,3 +126,23 @@ func TestCLIDocListsEveryCommand(t *testing.T) {
 	require.NotEmpty(t, inUsage)
 	require.Equal(t, inUsage, inDoc, "commands in the usage vs in docs/cli.md's table")
 }
+
+// `memreplay CMD --help` is output the user asked for: standard output and
+// exit 0, like `memreplay help CMD`, so that it pipes into a pager; a bad
+// flag stays an error on stderr with exit 2.
+func TestHelpFlagPrintsToStdout(t *testing.T) {
+	for _, c := range []string{"replay", "compare", "report", "inspect", "convert", "par", "trials", "synth", "demo", "plan", "estimate"} {
+		for _, flag := range []string{"--help", "-h"} {
+			code, stdout, stderr := runCLI(c, flag)
+			require.Equal(t, 0, code, "%s %s", c, flag)
+			require.Empty(t, stderr, "%s %s", c, flag)
+			_, want, _ := runCLI("help", c)
+			require.Equal(t, want, stdout, "%s %s", c, flag)
+			require.Contains(t, stdout, "Flags:\n", "%s %s prints its flags", c, flag)
+		}
+		code, stdout, stderr := runCLI(c, "--no-such-flag")
+		require.Equal(t, 2, code, c)
+		require.Empty(t, stdout, c)
+		require.Contains(t, stderr, "unknown flag: --no-such-flag", c)
+	}
+}

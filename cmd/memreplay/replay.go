@@ -117,7 +117,7 @@ type replayFlags struct {
 }
 
 func (f *replayFlags) register(fs *pflag.FlagSet) {
-	fs.StringVar(&f.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's; else implied by its OOMs, except under --check; else not limited)")
+	fs.StringVar(&f.capacity, "capacity", "", "device memory, e.g. 24GiB or rtx-24gb (default: the trace's; else implied by its OOMs, except under --check; else not limited)")
 	fs.StringVar(&f.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
 	fs.BoolVar(&f.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free, a device out of range) instead of failing")
 	fs.StringVar(&f.format, "format", "table", "output: table, json or markdown")
@@ -157,7 +157,7 @@ func (f *replayFlags) gpu(capacity uint64) (*realgpu.Options, error) {
 func (f *replayFlags) options(path string) (replay.Options, error) {
 	opts := replay.Options{Name: path, Lenient: f.lenient}
 	if f.capacity != "" {
-		c, err := parseSize(f.capacity)
+		c, err := parseCapacity(f.capacity)
 		if err != nil {
 			return opts, usageError{fmt.Errorf("--capacity: %v", err)}
 		}

@@ -39,7 +39,7 @@ Flags:
 func reportCmd(args []string, stdout, stderr io.Writer) error {
 	fs := newFlagSet("report", reportHelp, stderr)
 	var rf replayFlags
-	fs.StringVar(&rf.capacity, "capacity", "", "device memory, e.g. 24GiB (default: the trace's; else implied by its OOMs; else not limited)")
+	fs.StringVar(&rf.capacity, "capacity", "", "device memory, e.g. 24GiB or rtx-24gb (default: the trace's; else implied by its OOMs; else not limited)")
 	fs.StringVar(&rf.oom, "oom", "stop", "on an OOM the recording did not have: stop, skip (the allocation and its frees) or drop-trial")
 	fs.BoolVar(&rf.lenient, "lenient", false, "count and skip bad events (free of an unknown address, double free, a device out of range) instead of failing")
 	fs.IntVar(&rf.top, "top", 10, "allocation sites to list (0: all of them)")

@@ -46,13 +46,29 @@ func parseAllocConf(s string) (*config.Config, error) {
 	return &c, nil
 }
 
-// newFlagSet returns a subcommand's flag set, printing help (the usage
-// text, then the flags) and errors on stderr.
+// newFlagSet returns a subcommand's flag set. Its errors go to stderr;
+// --help (the usage text, then the flags) is output the user asked for, so
+// it goes to standard output when the command was started from the command
+// line (dispatch's commandStderr says where that is), as `memreplay help
+// CMD` does, and can be piped into a pager.
 func newFlagSet(name, help string, stderr io.Writer) *pflag.FlagSet {
 	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, help); fs.PrintDefaults() }
+	out := stderr
+	if c, ok := stderr.(commandStderr); ok {
+		out = c.stdout
+	}
+	fs.Usage = func() { fs.SetOutput(out); fmt.Fprint(out, help); fs.PrintDefaults() }
 	return fs
+}
+
+// commandStderr is the stderr dispatch hands a command: stderr itself, and
+// the stdout that help goes to. pflag calls Usage only for -h/--help under
+// ContinueOnError (its errors are returned, not printed), so nothing else
+// is redirected.
+type commandStderr struct {
+	io.Writer
+	stdout io.Writer
 }
 
 // checkFormat checks a --format value of the report commands.
