@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/estimate"
 	"github.com/memreplay/memreplay/sim/gpu"
 )
@@ -50,4 +52,35 @@ func TestEstimateByReplayIsMemreplayEstimate(t *testing.T) {
 	_, err := Run(o)
 	require.ErrorContains(t, err, `estimate by "guess"`)
 	t.Logf("pruned by the prediction %d, by the hand count %d (of %d)", rep.PrunedEstimate, hand.PrunedEstimate, rep.Planned)
+}
+
+// --estimate-by replay predicts under the study's allocator policy, as the
+// packed schedule's estimate predictor does: every record carries
+// estimate.Spec's need under that policy, which for some trials is not
+// PyTorch's.
+func TestEstimateByReplayUsesThePolicy(t *testing.T) {
+	o := baseOptions(trialsN(12))
+	o.Workers = 2
+	o.AllocConf = "expandable_segments:True"
+	o.AllocPolicy = "lifetime"
+	o.Policy.EstimatePrune, o.Policy.EstimateBy = true, EstimateByReplay
+	res, _ := run(t, o)
+	pol, err := allocator.NewPolicy(o.AllocPolicy)
+	require.NoError(t, err)
+	cfg, err := config.Parse(o.AllocConf)
+	require.NoError(t, err)
+	differs := 0
+	for _, r := range res.State.Records {
+		sp, err := r.Spec.Spec()
+		require.NoError(t, err)
+		want, err := estimate.Spec(sp, estimate.Options{Config: &cfg, Policy: pol})
+		require.NoError(t, err)
+		require.Equal(t, want.NeedBytes, r.EstimateBytes, r.Label)
+		pt, err := estimate.Spec(sp, estimate.Options{Config: &cfg})
+		require.NoError(t, err)
+		if pt.NeedBytes != want.NeedBytes {
+			differs++
+		}
+	}
+	require.Positive(t, differs, "the policy changes some trial's prediction, so the test can tell")
 }

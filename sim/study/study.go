@@ -464,7 +464,7 @@ func (s *study) estimate(sp trial.Spec) (need, budget uint64, err error) {
 	if s.o.Policy.EstimateBy == EstimateByReplay {
 		// The prediction counts the context.
 		if s.predicted == nil {
-			s.predicted = &estimates{o: estimate.Options{Config: &s.cfg, ContextOverhead: ctx}}
+			s.predicted = &estimates{o: estimate.Options{Config: &s.cfg, Policy: s.pol, ContextOverhead: ctx}}
 		}
 		p, err := s.predicted.get(sp)
 		if err != nil {
