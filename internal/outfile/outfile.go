@@ -16,6 +16,11 @@
 //     silently replaced read-only files. The permission bits decide, for
 //     root too (root may write anything, but a 0444 file says "keep me",
 //     and memreplay runs as root in containers more often than not).
+//   - A symbolic link is followed, as cp and a redirect follow it: the
+//     temporary file goes beside the link's target and is renamed over
+//     the target, so the link stays a link (renaming over the link itself
+//     replaced it with a regular file, and its target never changed). A
+//     dangling link creates its target.
 package outfile
 
 import (
@@ -48,6 +53,7 @@ type File struct {
 // (no name: the temporary file's would only confuse), for the caller to
 // put next to the path.
 func Create(path string) (*File, error) {
+	path = followLinks(path)
 	st, err := os.Stat(path)
 	if err == nil {
 		if err := checkExisting(path, st); err != nil {
@@ -62,6 +68,8 @@ func Create(path string) (*File, error) {
 			}
 			return &File{f: f, path: path, direct: true}, nil
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, bare(err) // a loop of links, a path through a file
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -76,6 +84,7 @@ func Create(path string) (*File, error) {
 // not a regular file (opening a FIFO would wait for a reader); for a
 // regular file it creates and removes a temporary file beside path.
 func Check(path string) error {
+	path = followLinks(path)
 	st, err := os.Stat(path)
 	if err == nil {
 		if err := checkExisting(path, st); err != nil {
@@ -84,6 +93,8 @@ func Check(path string) error {
 		if !st.Mode().IsRegular() {
 			return nil
 		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return bare(err)
 	}
 	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
 	if err != nil {
@@ -92,6 +103,32 @@ func Check(path string) error {
 	f.Close()
 	os.Remove(f.Name())
 	return nil
+}
+
+// maxLinks bounds followLinks like the kernel's own limit (ELOOP after
+// 40), so that a loop of links ends.
+const maxLinks = 40
+
+// followLinks returns what path names after its symbolic links: the path
+// itself when it is not a link or cannot be read, the target of a dangling
+// link (which Create then creates). A loop is left as it is, and the
+// write then fails on it with the system's own error.
+func followLinks(path string) string {
+	for i := 0; i < maxLinks; i++ {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			return path
+		}
+		target, err := os.Readlink(path)
+		if err != nil {
+			return path
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(filepath.Dir(path), target)
+		}
+		path = target
+	}
+	return path
 }
 
 // checkExisting refuses what must not be written over: a directory, a

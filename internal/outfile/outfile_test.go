@@ -150,3 +150,47 @@ func TestAbortKeepsOldFile(t *testing.T) {
 	require.Len(t, ents, 1)
 	require.Error(t, f.Commit(), "nothing to commit after Abort")
 }
+
+// A symbolic link is followed: its target gets the new bytes and the link
+// stays a link, whether the target is in another directory, reached
+// through a chain of relative links, or not there yet.
+func TestFollowsSymlinks(t *testing.T) {
+	dir, other := t.TempDir(), t.TempDir()
+	target := filepath.Join(other, "target.txt")
+	require.NoError(t, os.WriteFile(target, []byte("old"), 0o644))
+	link := filepath.Join(dir, "out.txt")
+	require.NoError(t, os.Symlink(target, link))
+	chain := filepath.Join(dir, "chain.txt")
+	require.NoError(t, os.Symlink("out.txt", chain)) // relative, to the link
+	dangling := filepath.Join(dir, "later.txt")
+	require.NoError(t, os.Symlink("made-later.txt", dangling))
+
+	isLink := func(p string) {
+		st, err := os.Lstat(p)
+		require.NoError(t, err)
+		require.NotZero(t, st.Mode()&os.ModeSymlink, "%s is still a link", p)
+	}
+	require.NoError(t, outfile.Check(chain))
+	require.NoError(t, write(chain, "new"))
+	isLink(link)
+	isLink(chain)
+	b, err := os.ReadFile(target)
+	require.NoError(t, err)
+	require.Equal(t, "new", string(b))
+
+	require.NoError(t, write(dangling, "fresh"))
+	isLink(dangling)
+	b, err = os.ReadFile(filepath.Join(dir, "made-later.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "fresh", string(b))
+
+	// A read-only target is refused through its link, as it is directly.
+	require.NoError(t, os.Chmod(target, 0o444))
+	require.ErrorIs(t, write(link, "newer"), outfile.ErrReadOnly)
+
+	// A loop of links fails with the system's error, and creates nothing.
+	loop := filepath.Join(dir, "loop")
+	require.NoError(t, os.Symlink("loop", loop))
+	require.Error(t, write(loop, "x"))
+	isLink(loop)
+}
