@@ -124,7 +124,7 @@ class StickyRestart(unittest.TestCase):
         url = "sqlite:///" + os.path.join(tmp, "study.db")
         budget_file = os.path.join(tmp, "gpu0.budget")
         p = subprocess.run([sys.executable, os.path.join(HERE, "restart_worker.py"), url, os.path.join(tmp, "marker"), budget_file],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         lines = p.stdout.split()
         pid = lines[1]
@@ -159,7 +159,7 @@ class TorchAllocator(unittest.TestCase):
             self.skipTest("libmemreplay and the fake driver are built by `go test ./cmd/libmemreplay -run TestPythonPackage`")
         repo = os.path.dirname(os.path.dirname(HERE))
         p = subprocess.run([sys.executable, os.path.join(HERE, "torch_allocator_study.py"), repo],
-                           capture_output=True, text=True, timeout=120)
+                           capture_output=True, text=True, timeout=300)
         self.assertEqual(p.returncode, 0, p.stderr[-3000:])
         rows = [json.loads(l) for l in p.stdout.splitlines()]
         trials, end = rows[:-1], rows[-1]
