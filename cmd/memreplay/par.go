@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"strings"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -260,7 +259,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 			if err != nil {
 				return err
 			}
-			if err := os.WriteFile(*limitsSpace, append(b, '\n'), 0o644); err != nil {
+			// Through outfile like every other output: a failure keeps
+			// the old space file, a device is written through, a
+			// read-only file is refused.
+			if err := writeFile(*limitsSpace, append(b, '\n')); err != nil {
 				return err
 			}
 		}
