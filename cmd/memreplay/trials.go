@@ -234,6 +234,12 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 	return writeStudies(stdout, *format, []study.Report{study.Summarize(res.State, res.Planned)})
 }
 
+// maxTrialsPar bounds --par. Every worker is a process with its own CUDA
+// context (500 MiB by default), so even an 80 GB card holds fewer than 200
+// of them; the bound keeps a typo (--par 100000) from a run whose
+// bookkeeping grows with the square of the workers (minutes of nothing).
+const maxTrialsPar = 1024
+
 // checkStudyFlags catches bad values before a state file is created, so
 // that a typo does not leave an empty study behind.
 func checkStudyFlags(o study.Options) error {
@@ -241,8 +247,8 @@ func checkStudyFlags(o study.Options) error {
 	switch {
 	case o.Trials < 0 || o.Trials == 0 && o.Sampler != study.GridSampler:
 		return fmt.Errorf("--trials %d: want at least 1", o.Trials)
-	case o.Workers < 1:
-		return fmt.Errorf("--par %d: want at least 1", o.Workers)
+	case o.Workers < 1 || o.Workers > maxTrialsPar:
+		return fmt.Errorf("--par %d: want 1..%d", o.Workers, maxTrialsPar)
 	case o.Sampler != study.RandomSampler && o.Sampler != study.GridSampler:
 		return fmt.Errorf("--sampler %q: want random or grid", o.Sampler)
 	case p.EstimateBy != study.EstimateByHand && p.EstimateBy != study.EstimateByReplay:

@@ -37,6 +37,8 @@ func TestTrialsBadInput(t *testing.T) {
 		want string
 	}{
 		{[]string{"--par", "0"}, "--par 0"},
+		{[]string{"--par", "100000"}, "--par 100000: want 1..1024"},
+		{[]string{"--schedule", "packed", "--par", "2000"}, "--par 2000"},
 		{[]string{"--trials", "0"}, "--trials 0"},
 		{[]string{"--format", "xml"}, `--format "xml"`},
 		{[]string{"--capacity", "lots"}, "--capacity"},
