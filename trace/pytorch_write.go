@@ -135,8 +135,12 @@ func WritePyTorch(w io.Writer, t *Trace) error {
 	if t == nil {
 		return errors.New("trace: WritePyTorch: nil trace")
 	}
+	ndev, err := ptDeviceCount(t)
+	if err != nil {
+		return err
+	}
 	pw := newPTWriter(w, t.Stacks)
-	err := pw.snapshot(t)
+	err = pw.snapshot(t, len(t.Events) > 0, ndev, pw.traceEvents(t, ndev))
 	if ferr := pw.flush(); err == nil {
 		err = ferr
 	}
@@ -202,16 +206,46 @@ type ptWriter struct {
 	next      uint64
 	strMemo   map[string]uint32
 	frameMemo map[Frame]uint32
-	stackMemo map[StackID]uint32
+	// stackMemo is the memo index + 1 of each stack's frame list, by
+	// StackID (0: not written yet): a slice, as IDs are dense and every
+	// entry looks its stack up.
+	stackMemo []uint32
 	emptyList int64 // memo index of the shared empty frame list, -1 before
 	scratch   []Frame
+	// The BINGETs of the strings every entry repeats, once memoised.
+	kAction, kAddr, kSize, kStream, kTimeUS, kFrames, kDeviceFree ptGet
+	kNames                                                        [ptNumNames]ptGet
 }
+
+// ptGet is a memoised string's BINGET or LONG_BINGET, ready to append
+// (n 0: not memoised yet).
+type ptGet struct {
+	n   uint8
+	enc [5]byte
+}
+
+func (g *ptGet) set(idx uint32) {
+	if idx < 256 {
+		*g = ptGet{n: 2, enc: [5]byte{opBINGET, byte(idx)}}
+		return
+	}
+	*g = ptGet{n: 5, enc: [5]byte{opLONG_BINGET, byte(idx), byte(idx >> 8), byte(idx >> 16), byte(idx >> 24)}}
+}
+
+// The action names an entry can have: PyTorch's actions by Action, then
+// the three marker kinds.
+const (
+	ptNameSnapshot = int(numActions) + iota
+	ptNameAnnotate
+	ptNameUserDefined
+	ptNumNames
+)
 
 func newPTWriter(w io.Writer, s *Stacks) *ptWriter {
 	return &ptWriter{
 		w: w, buf: make([]byte, 0, ptFlushAt+4096), stacks: s,
 		strMemo: map[string]uint32{}, frameMemo: map[Frame]uint32{},
-		stackMemo: map[StackID]uint32{}, emptyList: -1,
+		emptyList: -1,
 	}
 }
 
@@ -285,33 +319,46 @@ func (p *ptWriter) str(s string) {
 	}
 }
 
+// key writes a string every entry repeats: from g once it is memoised.
+func (p *ptWriter) key(s string, g *ptGet) {
+	if g.n != 0 {
+		p.buf = append(p.buf, g.enc[:g.n]...)
+		return
+	}
+	p.str(s)
+	if idx, ok := p.strMemo[s]; ok {
+		g.set(idx)
+	}
+}
+
 // int writes x in the shortest form: BININT1, BININT2, BININT, or LONG1
 // with the minimal two's complement (at most 8 bytes).
-func (p *ptWriter) int(x int64) {
+func (p *ptWriter) int(x int64) { p.buf = appendPTInt(p.buf, x) }
+
+func appendPTInt(b []byte, x int64) []byte {
 	switch {
 	case x >= 0 && x < 1<<8:
-		p.op(opBININT1, byte(x))
+		return append(b, opBININT1, byte(x))
 	case x >= 0 && x < 1<<16:
-		p.op(opBININT2, byte(x), byte(x>>8))
+		return append(b, opBININT2, byte(x), byte(x>>8))
 	case x >= math.MinInt32 && x <= math.MaxInt32:
-		p.op(opBININT, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
-	default:
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(x))
-		n := 8
-		// Drop sign-extension bytes while the next byte's top bit still
-		// carries the sign.
-		for n > 1 {
-			top, next := b[n-1], b[n-2]
-			if (top == 0 && next&0x80 == 0) || (top == 0xff && next&0x80 != 0) {
-				n--
-				continue
-			}
-			break
-		}
-		p.op(opLONG1, byte(n))
-		p.op(b[:n]...)
+		return append(b, opBININT, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
 	}
+	var le [8]byte
+	binary.LittleEndian.PutUint64(le[:], uint64(x))
+	n := 8
+	// Drop sign-extension bytes while the next byte's top bit still
+	// carries the sign.
+	for n > 1 {
+		top, next := le[n-1], le[n-2]
+		if (top == 0 && next&0x80 == 0) || (top == 0xff && next&0x80 != 0) {
+			n--
+			continue
+		}
+		break
+	}
+	b = append(b, opLONG1, byte(n))
+	return append(b, le[:n]...)
 }
 
 // bits writes an address or stream: the int64 with the same bits.
@@ -368,11 +415,10 @@ func (b *batcher) end() {
 	}
 }
 
-func (p *ptWriter) snapshot(t *Trace) error {
-	ndev, err := ptDeviceCount(t)
-	if err != nil {
-		return err
-	}
+// snapshot writes the snapshot of t, whose events (hasEvents: there are
+// some, left out ones included) each writes device by device: t's own, or
+// a spool's (t's Events are then empty).
+func (p *ptWriter) snapshot(t *Trace, hasEvents bool, ndev int, each func(d int, b *batcher)) error {
 	p.op(opPROTO, 2)
 	p.op(opEMPTY_DICT)
 	p.put()
@@ -381,14 +427,14 @@ func (p *ptWriter) snapshot(t *Trace) error {
 	top.item()
 	p.str("segments")
 	segs := t.Final
-	if !t.HasFinal && len(t.Events) == 0 {
+	if !t.HasFinal && !hasEvents {
 		segs = t.Initial
 	}
 	p.segments(segs)
 
 	top.item()
 	p.str("device_traces")
-	p.deviceTraces(t, ndev)
+	p.deviceTraces(ndev, each)
 
 	if t.Header.AllocatorSettings != nil {
 		top.item()
@@ -404,20 +450,27 @@ func (p *ptWriter) snapshot(t *Trace) error {
 // ordinal named anywhere, at least 1.
 func ptDeviceCount(t *Trace) (int, error) {
 	hi := int32(0)
+	for i := range t.Events {
+		if err := ptCheckDevice(ptWhere{"event", i, -1}, t.Events[i].Device); err != nil {
+			return 0, err
+		}
+		hi = max(hi, t.Events[i].Device)
+	}
+	return ptStateDeviceCount(t, hi)
+}
+
+// ptStateDeviceCount is ptDeviceCount for t's header, Initial and Final,
+// given the highest device of its events.
+func ptStateDeviceCount(t *Trace, hi int32) (int, error) {
 	see := func(what ptWhere, d int32) error {
-		if d < 0 || d >= maxPTDevices {
-			return fmt.Errorf("trace: writing a PyTorch snapshot: %v: device %d out of range [0, %d)", what, d, maxPTDevices)
+		if err := ptCheckDevice(what, d); err != nil {
+			return err
 		}
 		hi = max(hi, d)
 		return nil
 	}
 	for _, d := range t.Header.Devices {
 		if err := see(ptWhere{kind: "header"}, d.Index); err != nil {
-			return 0, err
-		}
-	}
-	for i := range t.Events {
-		if err := see(ptWhere{"event", i, -1}, t.Events[i].Device); err != nil {
 			return 0, err
 		}
 	}
@@ -432,6 +485,13 @@ func ptDeviceCount(t *Trace) (int, error) {
 		}
 	}
 	return int(hi) + 1, nil
+}
+
+func ptCheckDevice(what ptWhere, d int32) error {
+	if d < 0 || d >= maxPTDevices {
+		return fmt.Errorf("trace: writing a PyTorch snapshot: %v: device %d out of range [0, %d)", what, d, maxPTDevices)
+	}
+	return nil
 }
 
 func (p *ptWriter) segments(segs []Segment) {
@@ -523,36 +583,10 @@ func (p *ptWriter) segment(i int, s *Segment) {
 	p.op(opSETITEMS)
 }
 
-// deviceTraces writes one list per device, each with its events in trace
-// order.
-func (p *ptWriter) deviceTraces(t *Trace, ndev int) {
+// deviceTraces writes one list per device, each filled by each.
+func (p *ptWriter) deviceTraces(ndev int, each func(d int, b *batcher)) {
 	p.op(opEMPTY_LIST)
 	outer := p.batch(opAPPENDS)
-	single := true
-	for i := range t.Events {
-		if t.Events[i].Device != t.Events[0].Device {
-			single = false
-			break
-		}
-	}
-	var order []int32 // event indices grouped by device, when several
-	var start []int
-	if !single {
-		start = make([]int, ndev+1)
-		for i := range t.Events {
-			start[t.Events[i].Device+1]++
-		}
-		for d := 1; d <= ndev; d++ {
-			start[d] += start[d-1]
-		}
-		order = make([]int32, len(t.Events))
-		fill := append([]int(nil), start[:ndev]...)
-		for i := range t.Events {
-			d := t.Events[i].Device
-			order[fill[d]] = int32(i)
-			fill[d]++
-		}
-	}
 	for d := 0; d < ndev; d++ {
 		if p.err != nil {
 			return
@@ -560,41 +594,74 @@ func (p *ptWriter) deviceTraces(t *Trace, ndev int) {
 		outer.item()
 		p.op(opEMPTY_LIST)
 		b := p.batch(opAPPENDS)
-		switch {
-		case single:
-			if len(t.Events) > 0 && int(t.Events[0].Device) == d {
-				for i := range t.Events {
-					if p.err != nil {
-						return
-					}
-					p.event(i, &t.Events[i], &b)
-				}
-			}
-		default:
-			for _, i := range order[start[d]:start[d+1]] {
-				if p.err != nil {
-					return
-				}
-				p.event(int(i), &t.Events[i], &b)
-			}
-		}
+		each(d, &b)
 		b.end()
 	}
 	outer.end()
 }
 
-// ptAction is the action string an event is written under ("" when it is
-// left out) and, for labels its stack does not carry, the frame put in
-// front of its stack.
-func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
+// traceEvents returns the writer of t's events of one device, in trace
+// order.
+func (p *ptWriter) traceEvents(t *Trace, ndev int) func(d int, b *batcher) {
+	single := true
+	for i := range t.Events {
+		if t.Events[i].Device != t.Events[0].Device {
+			single = false
+			break
+		}
+	}
+	if single {
+		return func(d int, b *batcher) {
+			if len(t.Events) == 0 || int(t.Events[0].Device) != d {
+				return
+			}
+			for i := range t.Events {
+				if p.err != nil {
+					return
+				}
+				p.event(i, &t.Events[i], b)
+			}
+		}
+	}
+	// Event indices grouped by device.
+	start := make([]int, ndev+1)
+	for i := range t.Events {
+		start[t.Events[i].Device+1]++
+	}
+	for d := 1; d <= ndev; d++ {
+		start[d] += start[d-1]
+	}
+	order := make([]int32, len(t.Events))
+	fill := append([]int(nil), start[:ndev]...)
+	for i := range t.Events {
+		d := t.Events[i].Device
+		order[fill[d]] = int32(i)
+		fill[d]++
+	}
+	return func(d int, b *batcher) {
+		for _, i := range order[start[d]:start[d+1]] {
+			if p.err != nil {
+				return
+			}
+			p.event(int(i), &t.Events[i], b)
+		}
+	}
+}
+
+// ptAction is the action an event is written under (-1 when it is left
+// out: its name is ptActionName) and, for labels its stack does not
+// carry, the frame put in front of its stack.
+func (p *ptWriter) ptAction(e *Event) (action int, extra *Frame) {
 	switch e.Action {
 	case ActionAlloc, ActionFreeRequested, ActionFreeCompleted, ActionSegmentAlloc,
 		ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap, ActionOOM:
-		return e.Action.String(), nil
+		return int(e.Action), nil
 	case ActionMarker:
 		switch e.Label {
-		case "snapshot", "annotate":
-			return e.Label, nil
+		case "snapshot":
+			return ptNameSnapshot, nil
+		case "annotate":
+			return ptNameAnnotate, nil
 		}
 		label := e.Label
 		if label == "" {
@@ -605,9 +672,9 @@ func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
 			first = p.stacks.Frame(idx[0]).Name
 		}
 		if first == label || (first == "" && label == "user_defined") {
-			return "user_defined", nil
+			return ptNameUserDefined, nil
 		}
-		return "user_defined", &Frame{Filename: "memreplay", Name: e.Label}
+		return ptNameUserDefined, &Frame{Filename: "memreplay", Name: e.Label}
 	case ActionTrialStart, ActionTrialEnd:
 		f := &Frame{Filename: "START", Name: e.Label}
 		if e.Action == ActionTrialEnd {
@@ -616,14 +683,41 @@ func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
 		if f.Name == "" {
 			f.Name = "trial"
 		}
-		return "user_defined", f
+		return ptNameUserDefined, f
 	}
-	return "", nil
+	return -1, nil
 }
 
+// ptActionName names ptAction's actions.
+func ptActionName(action int) string {
+	switch action {
+	case ptNameSnapshot:
+		return "snapshot"
+	case ptNameAnnotate:
+		return "annotate"
+	case ptNameUserDefined:
+		return "user_defined"
+	}
+	return Action(action).String()
+}
+
+// ptLeftOut reports whether an event of a valid action has no PyTorch
+// equivalent and is not written.
+func ptLeftOut(a Action) bool {
+	switch a {
+	case ActionEmptyCache, ActionStreamSync, ActionRecordStream:
+		return true
+	}
+	return false
+}
+
+// event writes one trace entry. It is the writer's hot loop (a big
+// snapshot is tens of millions of them): the keys and action names are
+// appended as ready BINGETs once memoised, and the buffer is flushed once
+// per entry.
 func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	action, extra := p.ptAction(e)
-	if action == "" {
+	if action < 0 {
 		if e.Action == ActionInvalid || e.Action >= numActions {
 			p.fail("event %d: invalid action %s", i, e.Action)
 		}
@@ -631,24 +725,24 @@ func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	}
 	what := ptWhere{"event", i, -1}
 	b.item()
-	p.op(opEMPTY_DICT, opMARK)
-	p.str("action")
-	p.str(action)
+	p.buf = append(p.buf, opEMPTY_DICT, opMARK)
+	p.key("action", &p.kAction)
+	p.key(ptActionName(action), &p.kNames[action])
 	if e.Action == ActionOOM {
-		p.str("device_free")
+		p.key("device_free", &p.kDeviceFree)
 		p.size(what, "device_free", e.DeviceFree)
 	} else {
-		p.str("addr")
+		p.key("addr", &p.kAddr)
 		p.bits(e.Addr)
 	}
-	p.str("size")
+	p.key("size", &p.kSize)
 	p.size(what, "size", e.Size)
-	p.str("stream")
+	p.key("stream", &p.kStream)
 	p.bits(e.Stream)
-	p.str("time_us")
+	p.key("time_us", &p.kTimeUS)
 	p.int(e.TimeUS)
 	if e.Stack != 0 || extra != nil {
-		p.str("frames")
+		p.key("frames", &p.kFrames)
 		p.frames(what, e.Stack, extra)
 	}
 	p.op(opSETITEMS)
@@ -668,11 +762,9 @@ func (p *ptWriter) frames(what ptWhere, id StackID, extra *Frame) {
 		}
 		return
 	}
-	if extra == nil {
-		if idx, ok := p.stackMemo[id]; ok {
-			p.get(idx)
-			return
-		}
+	if extra == nil && int(id) < len(p.stackMemo) && p.stackMemo[id] != 0 {
+		p.get(p.stackMemo[id] - 1)
+		return
 	}
 	if id != 0 && (p.stacks == nil || int(id) >= p.stacks.NumStacks()) {
 		p.fail("%v: stack %d is not in the stack table", what, id)
@@ -695,8 +787,11 @@ func (p *ptWriter) frames(what ptWhere, id StackID, extra *Frame) {
 	p.scratch = frames[:0]
 	p.op(opEMPTY_LIST)
 	if extra == nil {
-		if idx, ok := p.put(); ok {
-			p.stackMemo[id] = idx
+		if idx, ok := p.put(); ok && idx < math.MaxUint32 {
+			if int(id) >= len(p.stackMemo) {
+				p.stackMemo = append(p.stackMemo, make([]uint32, int(id)+1-len(p.stackMemo))...)
+			}
+			p.stackMemo[id] = idx + 1
 		}
 	}
 	b := p.batch(opAPPENDS)
