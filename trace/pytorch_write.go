@@ -140,11 +140,8 @@ func WritePyTorch(w io.Writer, t *Trace) error {
 		return err
 	}
 	pw := newPTWriter(w, t.Stacks)
-	err = pw.snapshot(t, len(t.Events) > 0, ndev, pw.traceEvents(t, ndev))
-	if ferr := pw.flush(); err == nil {
-		err = ferr
-	}
-	return err
+	pw.async = newAsyncWriter(w, cap(pw.buf))
+	return pw.finish(pw.snapshot(t, len(t.Events) > 0, ndev, pw.traceEvents(t, ndev)))
 }
 
 // WritePyTorchFile writes to path through a temporary file and a rename,
@@ -199,6 +196,7 @@ var memoryVizOpcodes = map[byte]string{
 // ptWriter is one encoding run.
 type ptWriter struct {
 	w      io.Writer
+	async  *asyncWriter // when set, buffers go to w through it
 	buf    []byte
 	err    error // the first error; nothing is written after it
 	stacks *Stacks
@@ -257,12 +255,33 @@ func (p *ptWriter) fail(format string, args ...any) {
 
 func (p *ptWriter) flush() error {
 	if p.err == nil && len(p.buf) > 0 {
-		if _, err := p.w.Write(p.buf); err != nil {
+		var err error
+		if p.async != nil {
+			p.buf, err = p.async.swap(p.buf)
+		} else {
+			_, err = p.w.Write(p.buf)
+		}
+		if err != nil {
 			p.err = err
 		}
 	}
 	p.buf = p.buf[:0]
 	return p.err
+}
+
+// finish writes what is buffered and returns the first error, err (the
+// encoder's) or the writer's.
+func (p *ptWriter) finish(err error) error {
+	if ferr := p.flush(); err == nil {
+		err = ferr
+	}
+	if p.async != nil {
+		if aerr := p.async.close(); err == nil {
+			err = aerr
+		}
+		p.async = nil
+	}
+	return err
 }
 
 // op appends opcodes; the buffer goes to w once it is large.

@@ -387,11 +387,8 @@ func (s *PyTorchSpool) WriteSnapshot(w io.Writer, t *Trace) error {
 			pw.fail("%v", err)
 		}
 	}
-	err = pw.snapshot(t, s.events > 0, ndev, each)
-	if ferr := pw.flush(); err == nil {
-		err = ferr
-	}
-	return err
+	pw.async = newAsyncWriter(w, cap(pw.buf))
+	return pw.finish(pw.snapshot(t, s.events > 0, ndev, each))
 }
 
 // Close releases the spool file.
