@@ -406,3 +406,10 @@ func (s *PyTorchSpool) Close() error {
 	s.devs = nil
 	return err
 }
+
+// WriteSnapshotFile writes the snapshot to path as WritePyTorchFile does:
+// through a temporary file and a rename, so a failure never leaves a
+// truncated file under the name.
+func (s *PyTorchSpool) WriteSnapshotFile(path string, t *Trace) error {
+	return writeFileAtomic(path, func(w io.Writer) error { return s.WriteSnapshot(w, t) })
+}

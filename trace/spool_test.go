@@ -214,3 +214,29 @@ func BenchmarkPyTorchSpool(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(tr.Events)), "ns/event")
 }
+
+// WriteSnapshotFile: the bytes of WriteSnapshot, through a rename; a
+// failure keeps the old file and leaves no temporary one.
+func TestPyTorchSpoolWriteFile(t *testing.T) {
+	tr := ptSampleTrace()
+	want, s := spoolWrite(t, tr)
+	rest := *tr
+	rest.Events = nil
+	dir := t.TempDir()
+	path := dir + "/out.pickle"
+	require.NoError(t, s.WriteSnapshotFile(path, &rest))
+	got, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, want, got)
+
+	bad := rest
+	bad.Final = append([]Segment(nil), rest.Final...)
+	bad.Final[0].TotalSize = 1 << 63
+	require.ErrorContains(t, s.WriteSnapshotFile(path, &bad), "segment 0 total_size")
+	again, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, want, again)
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, entries, 1)
+}
