@@ -111,6 +111,18 @@ package trace
 // in 2 or 5 bytes, so a real training step's entries average under 60
 // bytes. Entry, segment and block dicts are never shared: memory_viz
 // annotates them in place.
+//
+// Streaming. The entries come last but the memo is numbered in file
+// order, so an entry's bytes depend on everything before it, the end
+// state included. Writers that see the events one at a time spool them
+// (spool.go: PyTorchSpool) and write through this same ptWriter at the
+// end, event by event from the spool, which is why snapshot takes the
+// device lists as a function: the bytes are the same either way. The
+// entry loop is the hot path of a big snapshot (tens of millions of
+// entries): the keys and action names are appended as ready BINGETs once
+// memoised, frame lists are looked up by StackID in a slice, and the
+// buffer goes to w through a goroutine (asyncwrite.go) so that encoding
+// overlaps the write.
 
 import (
 	"encoding/binary"
