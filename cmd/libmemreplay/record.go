@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/memreplay/memreplay/internal/outfile"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -301,6 +302,10 @@ func (l *library) writeSnapshot(path string) error {
 }
 
 func (l *library) spoolSnapshot(path string) error {
+	// A path that cannot be written fails before the events are spooled.
+	if err := outfile.Check(path); err != nil {
+		return err
+	}
 	t, devs, err := l.takeTrace(l.opt.record)
 	if err != nil {
 		return err
