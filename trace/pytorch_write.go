@@ -130,6 +130,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -225,6 +227,7 @@ type ptWriter struct {
 	// The BINGETs of the strings every entry repeats, once memoised.
 	kAction, kAddr, kSize, kStream, kTimeUS, kFrames, kDeviceFree ptGet
 	kNames                                                        [ptNumNames]ptGet
+	entryKeys                                                     bool // all of the above but kFrames, kDeviceFree and kNames are set
 }
 
 // ptGet is a memoised string's BINGET or LONG_BINGET, ready to append
@@ -232,6 +235,13 @@ type ptWriter struct {
 type ptGet struct {
 	n   uint8
 	enc [5]byte
+}
+
+// put writes the BINGET at b[n:] (which has room for 5 bytes) and
+// returns the end.
+func (g *ptGet) put(b []byte, n int) int {
+	*(*[5]byte)(b[n:]) = g.enc
+	return n + int(g.n)
 }
 
 func (g *ptGet) set(idx uint32) {
@@ -367,29 +377,39 @@ func (p *ptWriter) key(s string, g *ptGet) {
 func (p *ptWriter) int(x int64) { p.buf = appendPTInt(p.buf, x) }
 
 func appendPTInt(b []byte, x int64) []byte {
+	n := len(b)
+	b = slices.Grow(b, ptIntMax)[:n+ptIntMax]
+	return b[:putPTInt(b, n, x)]
+}
+
+// ptIntMax is the most bytes putPTInt writes: LONG1, a length, 8 bytes.
+const ptIntMax = 10
+
+// putPTInt writes x at b[n:] (which has room for ptIntMax bytes) and
+// returns the end: BININT1, BININT2, BININT, or LONG1 with the minimal
+// two's complement (at most 8 bytes), as Python writes it.
+func putPTInt(b []byte, n int, x int64) int {
 	switch {
 	case x >= 0 && x < 1<<8:
-		return append(b, opBININT1, byte(x))
+		b[n], b[n+1] = opBININT1, byte(x)
+		return n + 2
 	case x >= 0 && x < 1<<16:
-		return append(b, opBININT2, byte(x), byte(x>>8))
+		b[n], b[n+1], b[n+2] = opBININT2, byte(x), byte(x>>8)
+		return n + 3
 	case x >= math.MinInt32 && x <= math.MaxInt32:
-		return append(b, opBININT, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
+		b[n] = opBININT
+		binary.LittleEndian.PutUint32(b[n+1:], uint32(x))
+		return n + 5
 	}
-	var le [8]byte
-	binary.LittleEndian.PutUint64(le[:], uint64(x))
-	n := 8
-	// Drop sign-extension bytes while the next byte's top bit still
-	// carries the sign.
-	for n > 1 {
-		top, next := le[n-1], le[n-2]
-		if (top == 0 && next&0x80 == 0) || (top == 0xff && next&0x80 != 0) {
-			n--
-			continue
-		}
-		break
+	// The bits the value needs, plus its sign bit, in whole bytes.
+	mag := uint64(x)
+	if x < 0 {
+		mag = ^mag
 	}
-	b = append(b, opLONG1, byte(n))
-	return append(b, le[:n]...)
+	size := (bits.Len64(mag) + 8) / 8
+	b[n], b[n+1] = opLONG1, byte(size)
+	binary.LittleEndian.PutUint64(b[n+2:], uint64(x))
+	return n + 2 + size
 }
 
 // bits writes an address or stream: the int64 with the same bits.
@@ -756,6 +776,46 @@ func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	}
 	what := ptWhere{"event", i, -1}
 	b.item()
+	if p.entryKeys && e.Action != ActionOOM && e.Size <= math.MaxInt64 && p.kNames[action].n != 0 {
+		p.entryFast(action, e)
+	} else {
+		p.entrySlow(what, action, e)
+	}
+	if e.Stack != 0 || extra != nil {
+		p.key("frames", &p.kFrames)
+		p.frames(what, e.Stack, extra)
+	}
+	p.op(opSETITEMS)
+}
+
+// ptEntryMax bounds what entryFast writes: EMPTY_DICT MARK, five keys and
+// the action name (BINGETs of at most 5 bytes), four ints.
+const ptEntryMax = 2 + 6*5 + 4*ptIntMax
+
+// entryFast writes an entry's fields but frames straight into the
+// buffer, once every key it names is memoised (entryKeys, and its action's
+// name); an oom's entry takes the slow way.
+func (p *ptWriter) entryFast(action int, e *Event) {
+	n := len(p.buf)
+	b := slices.Grow(p.buf, ptEntryMax)[:n+ptEntryMax]
+	b[n], b[n+1] = opEMPTY_DICT, opMARK
+	n += 2
+	n = p.kAction.put(b, n)
+	n = p.kNames[action].put(b, n)
+	n = p.kAddr.put(b, n)
+	n = putPTInt(b, n, int64(e.Addr))
+	n = p.kSize.put(b, n)
+	n = putPTInt(b, n, int64(e.Size))
+	n = p.kStream.put(b, n)
+	n = putPTInt(b, n, int64(e.Stream))
+	n = p.kTimeUS.put(b, n)
+	n = putPTInt(b, n, e.TimeUS)
+	p.buf = b[:n]
+}
+
+// entrySlow writes what entryFast does, memoising the keys the first
+// time, checking the sizes, and writing an oom's device_free.
+func (p *ptWriter) entrySlow(what ptWhere, action int, e *Event) {
 	p.buf = append(p.buf, opEMPTY_DICT, opMARK)
 	p.key("action", &p.kAction)
 	p.key(ptActionName(action), &p.kNames[action])
@@ -772,11 +832,7 @@ func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	p.bits(e.Stream)
 	p.key("time_us", &p.kTimeUS)
 	p.int(e.TimeUS)
-	if e.Stack != 0 || extra != nil {
-		p.key("frames", &p.kFrames)
-		p.frames(what, e.Stack, extra)
-	}
-	p.op(opSETITEMS)
+	p.entryKeys = p.kAction.n != 0 && p.kAddr.n != 0 && p.kSize.n != 0 && p.kStream.n != 0 && p.kTimeUS.n != 0
 }
 
 // frames writes a stack as a list of frame dicts, through the memo; extra,
