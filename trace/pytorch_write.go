@@ -111,6 +111,18 @@ package trace
 // in 2 or 5 bytes, so a real training step's entries average under 60
 // bytes. Entry, segment and block dicts are never shared: memory_viz
 // annotates them in place.
+//
+// Streaming. The entries come last but the memo is numbered in file
+// order, so an entry's bytes depend on everything before it, the end
+// state included. Writers that see the events one at a time spool them
+// (spool.go: PyTorchSpool) and write through this same ptWriter at the
+// end, event by event from the spool, which is why snapshot takes the
+// device lists as a function: the bytes are the same either way. The
+// entry loop is the hot path of a big snapshot (tens of millions of
+// entries): the keys and action names are appended as ready BINGETs once
+// memoised, frame lists are looked up by StackID in a slice, and the
+// buffer goes to w through a goroutine (asyncwrite.go) so that encoding
+// overlaps the write.
 
 import (
 	"encoding/binary"
@@ -118,6 +130,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -135,12 +149,13 @@ func WritePyTorch(w io.Writer, t *Trace) error {
 	if t == nil {
 		return errors.New("trace: WritePyTorch: nil trace")
 	}
-	pw := newPTWriter(w, t.Stacks)
-	err := pw.snapshot(t)
-	if ferr := pw.flush(); err == nil {
-		err = ferr
+	ndev, err := ptDeviceCount(t)
+	if err != nil {
+		return err
 	}
-	return err
+	pw := newPTWriter(w, t.Stacks)
+	pw.async = newAsyncWriter(w, cap(pw.buf))
+	return pw.finish(pw.snapshot(t, len(t.Events) > 0, ndev, pw.traceEvents(t, ndev)))
 }
 
 // WritePyTorchFile writes to path through a temporary file and a rename,
@@ -195,6 +210,7 @@ var memoryVizOpcodes = map[byte]string{
 // ptWriter is one encoding run.
 type ptWriter struct {
 	w      io.Writer
+	async  *asyncWriter // when set, buffers go to w through it
 	buf    []byte
 	err    error // the first error; nothing is written after it
 	stacks *Stacks
@@ -202,16 +218,54 @@ type ptWriter struct {
 	next      uint64
 	strMemo   map[string]uint32
 	frameMemo map[Frame]uint32
-	stackMemo map[StackID]uint32
+	// stackMemo is the memo index + 1 of each stack's frame list, by
+	// StackID (0: not written yet): a slice, as IDs are dense and every
+	// entry looks its stack up.
+	stackMemo []uint32
 	emptyList int64 // memo index of the shared empty frame list, -1 before
 	scratch   []Frame
+	// The BINGETs of the strings every entry repeats, once memoised.
+	kAction, kAddr, kSize, kStream, kTimeUS, kFrames, kDeviceFree ptGet
+	kNames                                                        [ptNumNames]ptGet
+	entryKeys                                                     bool // all of the above but kFrames, kDeviceFree and kNames are set
 }
+
+// ptGet is a memoised string's BINGET or LONG_BINGET, ready to append
+// (n 0: not memoised yet).
+type ptGet struct {
+	n   uint8
+	enc [5]byte
+}
+
+// put writes the BINGET at b[n:] (which has room for 5 bytes) and
+// returns the end.
+func (g *ptGet) put(b []byte, n int) int {
+	*(*[5]byte)(b[n:]) = g.enc
+	return n + int(g.n)
+}
+
+func (g *ptGet) set(idx uint32) {
+	if idx < 256 {
+		*g = ptGet{n: 2, enc: [5]byte{opBINGET, byte(idx)}}
+		return
+	}
+	*g = ptGet{n: 5, enc: [5]byte{opLONG_BINGET, byte(idx), byte(idx >> 8), byte(idx >> 16), byte(idx >> 24)}}
+}
+
+// The action names an entry can have: PyTorch's actions by Action, then
+// the three marker kinds.
+const (
+	ptNameSnapshot = int(numActions) + iota
+	ptNameAnnotate
+	ptNameUserDefined
+	ptNumNames
+)
 
 func newPTWriter(w io.Writer, s *Stacks) *ptWriter {
 	return &ptWriter{
 		w: w, buf: make([]byte, 0, ptFlushAt+4096), stacks: s,
 		strMemo: map[string]uint32{}, frameMemo: map[Frame]uint32{},
-		stackMemo: map[StackID]uint32{}, emptyList: -1,
+		emptyList: -1,
 	}
 }
 
@@ -223,12 +277,33 @@ func (p *ptWriter) fail(format string, args ...any) {
 
 func (p *ptWriter) flush() error {
 	if p.err == nil && len(p.buf) > 0 {
-		if _, err := p.w.Write(p.buf); err != nil {
+		var err error
+		if p.async != nil {
+			p.buf, err = p.async.swap(p.buf)
+		} else {
+			_, err = p.w.Write(p.buf)
+		}
+		if err != nil {
 			p.err = err
 		}
 	}
 	p.buf = p.buf[:0]
 	return p.err
+}
+
+// finish writes what is buffered and returns the first error, err (the
+// encoder's) or the writer's.
+func (p *ptWriter) finish(err error) error {
+	if ferr := p.flush(); err == nil {
+		err = ferr
+	}
+	if p.async != nil {
+		if aerr := p.async.close(); err == nil {
+			err = aerr
+		}
+		p.async = nil
+	}
+	return err
 }
 
 // op appends opcodes; the buffer goes to w once it is large.
@@ -285,33 +360,56 @@ func (p *ptWriter) str(s string) {
 	}
 }
 
+// key writes a string every entry repeats: from g once it is memoised.
+func (p *ptWriter) key(s string, g *ptGet) {
+	if g.n != 0 {
+		p.buf = append(p.buf, g.enc[:g.n]...)
+		return
+	}
+	p.str(s)
+	if idx, ok := p.strMemo[s]; ok {
+		g.set(idx)
+	}
+}
+
 // int writes x in the shortest form: BININT1, BININT2, BININT, or LONG1
 // with the minimal two's complement (at most 8 bytes).
-func (p *ptWriter) int(x int64) {
+func (p *ptWriter) int(x int64) { p.buf = appendPTInt(p.buf, x) }
+
+func appendPTInt(b []byte, x int64) []byte {
+	n := len(b)
+	b = slices.Grow(b, ptIntMax)[:n+ptIntMax]
+	return b[:putPTInt(b, n, x)]
+}
+
+// ptIntMax is the most bytes putPTInt writes: LONG1, a length, 8 bytes.
+const ptIntMax = 10
+
+// putPTInt writes x at b[n:] (which has room for ptIntMax bytes) and
+// returns the end: BININT1, BININT2, BININT, or LONG1 with the minimal
+// two's complement (at most 8 bytes), as Python writes it.
+func putPTInt(b []byte, n int, x int64) int {
 	switch {
 	case x >= 0 && x < 1<<8:
-		p.op(opBININT1, byte(x))
+		b[n], b[n+1] = opBININT1, byte(x)
+		return n + 2
 	case x >= 0 && x < 1<<16:
-		p.op(opBININT2, byte(x), byte(x>>8))
+		b[n], b[n+1], b[n+2] = opBININT2, byte(x), byte(x>>8)
+		return n + 3
 	case x >= math.MinInt32 && x <= math.MaxInt32:
-		p.op(opBININT, byte(x), byte(x>>8), byte(x>>16), byte(x>>24))
-	default:
-		var b [8]byte
-		binary.LittleEndian.PutUint64(b[:], uint64(x))
-		n := 8
-		// Drop sign-extension bytes while the next byte's top bit still
-		// carries the sign.
-		for n > 1 {
-			top, next := b[n-1], b[n-2]
-			if (top == 0 && next&0x80 == 0) || (top == 0xff && next&0x80 != 0) {
-				n--
-				continue
-			}
-			break
-		}
-		p.op(opLONG1, byte(n))
-		p.op(b[:n]...)
+		b[n] = opBININT
+		binary.LittleEndian.PutUint32(b[n+1:], uint32(x))
+		return n + 5
 	}
+	// The bits the value needs, plus its sign bit, in whole bytes.
+	mag := uint64(x)
+	if x < 0 {
+		mag = ^mag
+	}
+	size := (bits.Len64(mag) + 8) / 8
+	b[n], b[n+1] = opLONG1, byte(size)
+	binary.LittleEndian.PutUint64(b[n+2:], uint64(x))
+	return n + 2 + size
 }
 
 // bits writes an address or stream: the int64 with the same bits.
@@ -368,11 +466,10 @@ func (b *batcher) end() {
 	}
 }
 
-func (p *ptWriter) snapshot(t *Trace) error {
-	ndev, err := ptDeviceCount(t)
-	if err != nil {
-		return err
-	}
+// snapshot writes the snapshot of t, whose events (hasEvents: there are
+// some, left out ones included) each writes device by device: t's own, or
+// a spool's (t's Events are then empty).
+func (p *ptWriter) snapshot(t *Trace, hasEvents bool, ndev int, each func(d int, b *batcher)) error {
 	p.op(opPROTO, 2)
 	p.op(opEMPTY_DICT)
 	p.put()
@@ -381,14 +478,14 @@ func (p *ptWriter) snapshot(t *Trace) error {
 	top.item()
 	p.str("segments")
 	segs := t.Final
-	if !t.HasFinal && len(t.Events) == 0 {
+	if !t.HasFinal && !hasEvents {
 		segs = t.Initial
 	}
 	p.segments(segs)
 
 	top.item()
 	p.str("device_traces")
-	p.deviceTraces(t, ndev)
+	p.deviceTraces(ndev, each)
 
 	if t.Header.AllocatorSettings != nil {
 		top.item()
@@ -404,20 +501,27 @@ func (p *ptWriter) snapshot(t *Trace) error {
 // ordinal named anywhere, at least 1.
 func ptDeviceCount(t *Trace) (int, error) {
 	hi := int32(0)
+	for i := range t.Events {
+		if err := ptCheckDevice(ptWhere{"event", i, -1}, t.Events[i].Device); err != nil {
+			return 0, err
+		}
+		hi = max(hi, t.Events[i].Device)
+	}
+	return ptStateDeviceCount(t, hi)
+}
+
+// ptStateDeviceCount is ptDeviceCount for t's header, Initial and Final,
+// given the highest device of its events.
+func ptStateDeviceCount(t *Trace, hi int32) (int, error) {
 	see := func(what ptWhere, d int32) error {
-		if d < 0 || d >= maxPTDevices {
-			return fmt.Errorf("trace: writing a PyTorch snapshot: %v: device %d out of range [0, %d)", what, d, maxPTDevices)
+		if err := ptCheckDevice(what, d); err != nil {
+			return err
 		}
 		hi = max(hi, d)
 		return nil
 	}
 	for _, d := range t.Header.Devices {
 		if err := see(ptWhere{kind: "header"}, d.Index); err != nil {
-			return 0, err
-		}
-	}
-	for i := range t.Events {
-		if err := see(ptWhere{"event", i, -1}, t.Events[i].Device); err != nil {
 			return 0, err
 		}
 	}
@@ -432,6 +536,13 @@ func ptDeviceCount(t *Trace) (int, error) {
 		}
 	}
 	return int(hi) + 1, nil
+}
+
+func ptCheckDevice(what ptWhere, d int32) error {
+	if d < 0 || d >= maxPTDevices {
+		return fmt.Errorf("trace: writing a PyTorch snapshot: %v: device %d out of range [0, %d)", what, d, maxPTDevices)
+	}
+	return nil
 }
 
 func (p *ptWriter) segments(segs []Segment) {
@@ -523,36 +634,10 @@ func (p *ptWriter) segment(i int, s *Segment) {
 	p.op(opSETITEMS)
 }
 
-// deviceTraces writes one list per device, each with its events in trace
-// order.
-func (p *ptWriter) deviceTraces(t *Trace, ndev int) {
+// deviceTraces writes one list per device, each filled by each.
+func (p *ptWriter) deviceTraces(ndev int, each func(d int, b *batcher)) {
 	p.op(opEMPTY_LIST)
 	outer := p.batch(opAPPENDS)
-	single := true
-	for i := range t.Events {
-		if t.Events[i].Device != t.Events[0].Device {
-			single = false
-			break
-		}
-	}
-	var order []int32 // event indices grouped by device, when several
-	var start []int
-	if !single {
-		start = make([]int, ndev+1)
-		for i := range t.Events {
-			start[t.Events[i].Device+1]++
-		}
-		for d := 1; d <= ndev; d++ {
-			start[d] += start[d-1]
-		}
-		order = make([]int32, len(t.Events))
-		fill := append([]int(nil), start[:ndev]...)
-		for i := range t.Events {
-			d := t.Events[i].Device
-			order[fill[d]] = int32(i)
-			fill[d]++
-		}
-	}
 	for d := 0; d < ndev; d++ {
 		if p.err != nil {
 			return
@@ -560,41 +645,74 @@ func (p *ptWriter) deviceTraces(t *Trace, ndev int) {
 		outer.item()
 		p.op(opEMPTY_LIST)
 		b := p.batch(opAPPENDS)
-		switch {
-		case single:
-			if len(t.Events) > 0 && int(t.Events[0].Device) == d {
-				for i := range t.Events {
-					if p.err != nil {
-						return
-					}
-					p.event(i, &t.Events[i], &b)
-				}
-			}
-		default:
-			for _, i := range order[start[d]:start[d+1]] {
-				if p.err != nil {
-					return
-				}
-				p.event(int(i), &t.Events[i], &b)
-			}
-		}
+		each(d, &b)
 		b.end()
 	}
 	outer.end()
 }
 
-// ptAction is the action string an event is written under ("" when it is
-// left out) and, for labels its stack does not carry, the frame put in
-// front of its stack.
-func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
+// traceEvents returns the writer of t's events of one device, in trace
+// order.
+func (p *ptWriter) traceEvents(t *Trace, ndev int) func(d int, b *batcher) {
+	single := true
+	for i := range t.Events {
+		if t.Events[i].Device != t.Events[0].Device {
+			single = false
+			break
+		}
+	}
+	if single {
+		return func(d int, b *batcher) {
+			if len(t.Events) == 0 || int(t.Events[0].Device) != d {
+				return
+			}
+			for i := range t.Events {
+				if p.err != nil {
+					return
+				}
+				p.event(i, &t.Events[i], b)
+			}
+		}
+	}
+	// Event indices grouped by device.
+	start := make([]int, ndev+1)
+	for i := range t.Events {
+		start[t.Events[i].Device+1]++
+	}
+	for d := 1; d <= ndev; d++ {
+		start[d] += start[d-1]
+	}
+	order := make([]int32, len(t.Events))
+	fill := append([]int(nil), start[:ndev]...)
+	for i := range t.Events {
+		d := t.Events[i].Device
+		order[fill[d]] = int32(i)
+		fill[d]++
+	}
+	return func(d int, b *batcher) {
+		for _, i := range order[start[d]:start[d+1]] {
+			if p.err != nil {
+				return
+			}
+			p.event(int(i), &t.Events[i], b)
+		}
+	}
+}
+
+// ptAction is the action an event is written under (-1 when it is left
+// out: its name is ptActionName) and, for labels its stack does not
+// carry, the frame put in front of its stack.
+func (p *ptWriter) ptAction(e *Event) (action int, extra *Frame) {
 	switch e.Action {
 	case ActionAlloc, ActionFreeRequested, ActionFreeCompleted, ActionSegmentAlloc,
 		ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap, ActionOOM:
-		return e.Action.String(), nil
+		return int(e.Action), nil
 	case ActionMarker:
 		switch e.Label {
-		case "snapshot", "annotate":
-			return e.Label, nil
+		case "snapshot":
+			return ptNameSnapshot, nil
+		case "annotate":
+			return ptNameAnnotate, nil
 		}
 		label := e.Label
 		if label == "" {
@@ -605,9 +723,9 @@ func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
 			first = p.stacks.Frame(idx[0]).Name
 		}
 		if first == label || (first == "" && label == "user_defined") {
-			return "user_defined", nil
+			return ptNameUserDefined, nil
 		}
-		return "user_defined", &Frame{Filename: "memreplay", Name: e.Label}
+		return ptNameUserDefined, &Frame{Filename: "memreplay", Name: e.Label}
 	case ActionTrialStart, ActionTrialEnd:
 		f := &Frame{Filename: "START", Name: e.Label}
 		if e.Action == ActionTrialEnd {
@@ -616,14 +734,41 @@ func (p *ptWriter) ptAction(e *Event) (action string, extra *Frame) {
 		if f.Name == "" {
 			f.Name = "trial"
 		}
-		return "user_defined", f
+		return ptNameUserDefined, f
 	}
-	return "", nil
+	return -1, nil
 }
 
+// ptActionName names ptAction's actions.
+func ptActionName(action int) string {
+	switch action {
+	case ptNameSnapshot:
+		return "snapshot"
+	case ptNameAnnotate:
+		return "annotate"
+	case ptNameUserDefined:
+		return "user_defined"
+	}
+	return Action(action).String()
+}
+
+// ptLeftOut reports whether an event of a valid action has no PyTorch
+// equivalent and is not written.
+func ptLeftOut(a Action) bool {
+	switch a {
+	case ActionEmptyCache, ActionStreamSync, ActionRecordStream:
+		return true
+	}
+	return false
+}
+
+// event writes one trace entry. It is the writer's hot loop (a big
+// snapshot is tens of millions of them): the keys and action names are
+// appended as ready BINGETs once memoised, and the buffer is flushed once
+// per entry.
 func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	action, extra := p.ptAction(e)
-	if action == "" {
+	if action < 0 {
 		if e.Action == ActionInvalid || e.Action >= numActions {
 			p.fail("event %d: invalid action %s", i, e.Action)
 		}
@@ -631,27 +776,63 @@ func (p *ptWriter) event(i int, e *Event, b *batcher) {
 	}
 	what := ptWhere{"event", i, -1}
 	b.item()
-	p.op(opEMPTY_DICT, opMARK)
-	p.str("action")
-	p.str(action)
-	if e.Action == ActionOOM {
-		p.str("device_free")
-		p.size(what, "device_free", e.DeviceFree)
+	if p.entryKeys && e.Action != ActionOOM && e.Size <= math.MaxInt64 && p.kNames[action].n != 0 {
+		p.entryFast(action, e)
 	} else {
-		p.str("addr")
-		p.bits(e.Addr)
+		p.entrySlow(what, action, e)
 	}
-	p.str("size")
-	p.size(what, "size", e.Size)
-	p.str("stream")
-	p.bits(e.Stream)
-	p.str("time_us")
-	p.int(e.TimeUS)
 	if e.Stack != 0 || extra != nil {
-		p.str("frames")
+		p.key("frames", &p.kFrames)
 		p.frames(what, e.Stack, extra)
 	}
 	p.op(opSETITEMS)
+}
+
+// ptEntryMax bounds what entryFast writes: EMPTY_DICT MARK, five keys and
+// the action name (BINGETs of at most 5 bytes), four ints.
+const ptEntryMax = 2 + 6*5 + 4*ptIntMax
+
+// entryFast writes an entry's fields but frames straight into the
+// buffer, once every key it names is memoised (entryKeys, and its action's
+// name); an oom's entry takes the slow way.
+func (p *ptWriter) entryFast(action int, e *Event) {
+	n := len(p.buf)
+	b := slices.Grow(p.buf, ptEntryMax)[:n+ptEntryMax]
+	b[n], b[n+1] = opEMPTY_DICT, opMARK
+	n += 2
+	n = p.kAction.put(b, n)
+	n = p.kNames[action].put(b, n)
+	n = p.kAddr.put(b, n)
+	n = putPTInt(b, n, int64(e.Addr))
+	n = p.kSize.put(b, n)
+	n = putPTInt(b, n, int64(e.Size))
+	n = p.kStream.put(b, n)
+	n = putPTInt(b, n, int64(e.Stream))
+	n = p.kTimeUS.put(b, n)
+	n = putPTInt(b, n, e.TimeUS)
+	p.buf = b[:n]
+}
+
+// entrySlow writes what entryFast does, memoising the keys the first
+// time, checking the sizes, and writing an oom's device_free.
+func (p *ptWriter) entrySlow(what ptWhere, action int, e *Event) {
+	p.buf = append(p.buf, opEMPTY_DICT, opMARK)
+	p.key("action", &p.kAction)
+	p.key(ptActionName(action), &p.kNames[action])
+	if e.Action == ActionOOM {
+		p.key("device_free", &p.kDeviceFree)
+		p.size(what, "device_free", e.DeviceFree)
+	} else {
+		p.key("addr", &p.kAddr)
+		p.bits(e.Addr)
+	}
+	p.key("size", &p.kSize)
+	p.size(what, "size", e.Size)
+	p.key("stream", &p.kStream)
+	p.bits(e.Stream)
+	p.key("time_us", &p.kTimeUS)
+	p.int(e.TimeUS)
+	p.entryKeys = p.kAction.n != 0 && p.kAddr.n != 0 && p.kSize.n != 0 && p.kStream.n != 0 && p.kTimeUS.n != 0
 }
 
 // frames writes a stack as a list of frame dicts, through the memo; extra,
@@ -668,11 +849,9 @@ func (p *ptWriter) frames(what ptWhere, id StackID, extra *Frame) {
 		}
 		return
 	}
-	if extra == nil {
-		if idx, ok := p.stackMemo[id]; ok {
-			p.get(idx)
-			return
-		}
+	if extra == nil && int(id) < len(p.stackMemo) && p.stackMemo[id] != 0 {
+		p.get(p.stackMemo[id] - 1)
+		return
 	}
 	if id != 0 && (p.stacks == nil || int(id) >= p.stacks.NumStacks()) {
 		p.fail("%v: stack %d is not in the stack table", what, id)
@@ -695,8 +874,11 @@ func (p *ptWriter) frames(what ptWhere, id StackID, extra *Frame) {
 	p.scratch = frames[:0]
 	p.op(opEMPTY_LIST)
 	if extra == nil {
-		if idx, ok := p.put(); ok {
-			p.stackMemo[id] = idx
+		if idx, ok := p.put(); ok && idx < math.MaxUint32 {
+			if int(id) >= len(p.stackMemo) {
+				p.stackMemo = append(p.stackMemo, make([]uint32, int(id)+1-len(p.stackMemo))...)
+			}
+			p.stackMemo[id] = idx + 1
 		}
 	}
 	b := p.batch(opAPPENDS)

@@ -1050,3 +1050,17 @@ func BenchmarkWritePyTorch(b *testing.B) {
 	}
 	b.ReportMetric(float64(buf.Len())/float64(len(tr.Events)), "bytes/event")
 }
+
+// An oom first (its entry names device_free, not addr) and then other
+// entries: the entry that first names addr memoises it, whichever way the
+// encoder writes entries once their keys are memoised.
+func TestWritePyTorchOOMFirst(t *testing.T) {
+	tr := &Trace{Stacks: NewStacks(), Events: []Event{
+		{Action: ActionOOM, Size: 1 << 30, DeviceFree: 1 << 20, TimeUS: 5},
+		{Action: ActionSegmentAlloc, Addr: 1 << 40, Size: 2 << 20, TimeUS: 6},
+		{Action: ActionAlloc, Addr: 1 << 40, Size: 512, TimeUS: 7},
+		{Action: ActionOOM, Size: 1 << 31, DeviceFree: 1 << 21, TimeUS: 8},
+		{Action: ActionFreeRequested, Addr: 1 << 40, Size: 512, TimeUS: 9},
+	}}
+	ptRoundTrip(t, tr)
+}

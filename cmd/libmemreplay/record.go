@@ -3,11 +3,14 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/memreplay/memreplay/internal/outfile"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -171,13 +174,30 @@ func (rc *recorder) take() taken {
 	return tk
 }
 
-// buildTrace takes a trace of every opened device: the recorded events
-// (when withEvents; an error if the library is not recording), and the
-// layout now as the final state. After the ring dropped events, the trace
-// starts from the layout recorded at its first event (Initial).
-func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
+// deviceEvents is one device's recorded events, as taken.
+type deviceEvents struct {
+	dev    int32
+	evs    []recEvent
+	labels map[uint64]string
+}
+
+// event is the trace event of e.
+func (d *deviceEvents) event(e recEvent) trace.Event {
+	ev := trace.Event{Action: e.action, Device: d.dev, Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.time, Label: d.labels[e.seq]}
+	if e.action == trace.ActionOOM {
+		ev.Addr, ev.DeviceFree = 0, e.addr
+	}
+	return ev
+}
+
+// takeTrace takes a trace of every opened device, less its events: the
+// header, the layout now as the final state and, after the ring dropped
+// events, the layout recorded at its first event (Initial); and each
+// device's recorded events (when withEvents; an error if the library is
+// not recording).
+func (l *library) takeTrace(withEvents bool) (*trace.Trace, []deviceEvents, error) {
 	if withEvents && !l.opt.record {
-		return nil, fmt.Errorf("not recording: set %s=PATH or %s=1 before the first allocation", envTrace, envRecord)
+		return nil, nil, fmt.Errorf("not recording: set %s=PATH or %s=1 before the first allocation", envTrace, envRecord)
 	}
 	cfg := l.opt.cfg
 	t := &trace.Trace{
@@ -190,12 +210,7 @@ func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
 		Stacks:   trace.NewStacks(),
 		HasFinal: true,
 	}
-	type tagged struct {
-		recEvent
-		dev   int32
-		label string
-	}
-	var all []tagged
+	var devs []deviceEvents
 	for _, d := range l.opened() {
 		t.Header.Devices = append(t.Header.Devices, trace.Device{Index: int32(d.ordinal), Name: d.gpu.Name(), Capacity: d.gpu.TotalMem()})
 		if d.rec == nil || !withEvents {
@@ -206,9 +221,7 @@ func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
 		tk := d.rec.take()
 		t.Final = append(t.Final, replay.SnapshotSegments(d.a.Snapshot())...)
 		d.rec.op.Unlock()
-		for _, e := range tk.evs {
-			all = append(all, tagged{recEvent: e, dev: int32(d.ordinal), label: tk.labels[e.seq]})
-		}
+		devs = append(devs, deviceEvents{dev: int32(d.ordinal), evs: tk.evs, labels: tk.labels})
 		if tk.hasBase {
 			if t.Initial == nil {
 				t.Initial = []trace.Segment{}
@@ -224,14 +237,30 @@ func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
 	if cfg.PerProcessMemoryFraction < 1 {
 		t.Header.Notes = append(t.Header.Notes, fmt.Sprintf("per_process_memory_fraction:%g was in force; allocator_settings do not carry it: replay with --alloc-conf %q", cfg.PerProcessMemoryFraction, cfg.Source))
 	}
+	return t, devs, nil
+}
+
+// buildTrace takes a trace of every opened device (takeTrace) with its
+// events, the devices' interleaved in the order they happened.
+func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
+	t, devs, err := l.takeTrace(withEvents)
+	if err != nil {
+		return nil, err
+	}
+	type tagged struct {
+		recEvent
+		d *deviceEvents
+	}
+	var all []tagged
+	for i := range devs {
+		for _, e := range devs[i].evs {
+			all = append(all, tagged{recEvent: e, d: &devs[i]})
+		}
+	}
 	slices.SortFunc(all, func(a, b tagged) int { return cmp.Compare(a.seq, b.seq) })
 	t.Events = make([]trace.Event, len(all))
 	for i, e := range all {
-		ev := trace.Event{Action: e.action, Device: e.dev, Addr: e.addr, Size: e.size, Stream: e.stream, TimeUS: e.time, Label: e.label}
-		if e.action == trace.ActionOOM {
-			ev.Addr, ev.DeviceFree = 0, e.addr
-		}
-		t.Events[i] = ev
+		t.Events[i] = e.d.event(e.recEvent)
 	}
 	return t, nil
 }
@@ -256,18 +285,55 @@ func (l *library) writeTrace(path string) error {
 // writeSnapshot serves memreplay_write_snapshot: a PyTorch memory snapshot
 // pickle (what torch.cuda.memory._dump_snapshot writes), which
 // pytorch.org/memory_viz opens. Without a recording it holds the segments
-// only, like a snapshot taken with history recording off.
+// only, like a snapshot taken with history recording off. The events go
+// from the ring's copy into a spool on disk beside path
+// (trace.PyTorchSpool), device by device (a snapshot lists each device's
+// entries apart), rather than into a whole trace in memory.
 func (l *library) writeSnapshot(path string) error {
 	path, err := l.resolvePath(path, l.opt.snapshotPath, envSnapshot)
 	if err != nil {
 		return err
 	}
-	t, err := l.buildTrace(l.opt.record)
-	if err == nil {
-		err = trace.WritePyTorchFile(path, t)
-	}
+	err = l.spoolSnapshot(path)
 	if err != nil {
 		return l.fail(fmt.Errorf("write_snapshot %s: %w", path, err))
 	}
 	return nil
+}
+
+func (l *library) spoolSnapshot(path string) error {
+	// A path that cannot be written fails before the events are spooled.
+	if err := outfile.Check(path); err != nil {
+		return err
+	}
+	t, devs, err := l.takeTrace(l.opt.record)
+	if err != nil {
+		return err
+	}
+	sp, err := trace.NewPyTorchSpool(spoolDir(path), t.Stacks)
+	if err != nil {
+		return err
+	}
+	defer sp.Close()
+	for i := range devs {
+		d := &devs[i]
+		for _, e := range d.evs {
+			ev := d.event(e)
+			if err := sp.Add(&ev); err != nil {
+				return err
+			}
+		}
+		d.evs = nil // the copy goes as it is spooled
+	}
+	return sp.WriteSnapshotFile(path, t)
+}
+
+// spoolDir is where a snapshot's entries are spooled while path is
+// written: beside path, on its file system, unless path is a device or a
+// FIFO (then the system's temporary directory).
+func spoolDir(path string) string {
+	if st, err := os.Stat(path); err == nil && !st.Mode().IsRegular() {
+		return ""
+	}
+	return filepath.Dir(path)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
 	"os"
@@ -116,17 +117,29 @@ func isPickleName(path string) bool {
 	return false
 }
 
-// convertToPickle writes the whole trace as a PyTorch memory snapshot.
+// convertToPickle writes the trace as a PyTorch memory snapshot. A trace
+// read whole (a pickle) is written from memory; a streamed one (a native
+// trace) has its events spooled to disk beside OUT as they are read
+// (trace.PyTorchSpool), since the pickle's end state comes first and a
+// streamed trace gives it last: memory stays flat in the trace's length.
 func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writer) error {
-	t := o.Trace
-	if t == nil { // a streamed (native) trace: the pickle needs it whole
+	var sum pickleSummary
+	if t := o.Trace; t != nil {
+		if err := trace.WritePyTorchFile(out, t); err != nil {
+			return fmt.Errorf("cannot write %s: %w", out, err)
+		}
+		sum = pickleSummary{events: int64(len(t.Events)), final: t.Final, hasFinal: t.HasFinal, initial: t.Initial}
+		for i := range t.Events {
+			switch t.Events[i].Action {
+			case trace.ActionEmptyCache, trace.ActionStreamSync, trace.ActionRecordStream:
+				sum.left++
+			}
+		}
+	} else {
 		var err error
-		if t, err = trace.ReadAll(o.Reader); err != nil {
+		if sum, err = spoolToPickle(o.Reader, out); err != nil {
 			return err
 		}
-	}
-	if err := trace.WritePyTorchFile(out, t); err != nil {
-		return fmt.Errorf("cannot write %s: %w", out, err)
 	}
 	if quiet {
 		return nil
@@ -135,28 +148,68 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 	if st, _ := os.Stat(out); st != nil {
 		size = st.Size()
 	}
-	left := 0
-	for i := range t.Events {
-		switch t.Events[i].Action {
-		case trace.ActionEmptyCache, trace.ActionStreamSync, trace.ActionRecordStream:
-			left++
-		}
-	}
 	var state string
 	switch {
-	case t.HasFinal:
-		state = "end state of " + plural(len(t.Final), "segment")
-	case len(t.Events) == 0:
-		state = "end state of " + plural(len(t.Initial), "segment") + " (the initial state)"
+	case sum.hasFinal:
+		state = "end state of " + plural(len(sum.final), "segment")
+	case sum.events == 0:
+		state = "end state of " + plural(len(sum.initial), "segment") + " (the initial state)"
 	default:
 		state = "no end state in the input (empty segment list)"
 	}
 	fmt.Fprintf(stdout, "%s (%s) -> %s: PyTorch snapshot, %s, %s, %d bytes\n",
-		in, o.Format, out, plural(len(t.Events)-left, "trace entry"), state, size)
-	if left > 0 {
-		fmt.Fprintf(stdout, "  %s with no PyTorch equivalent left out (empty_cache, stream_sync, record_stream)\n", plural(left, "event"))
+		in, o.Format, out, plural(int(sum.events-sum.left), "trace entry"), state, size)
+	if sum.left > 0 {
+		fmt.Fprintf(stdout, "  %s with no PyTorch equivalent left out (empty_cache, stream_sync, record_stream)\n", plural(int(sum.left), "event"))
 	}
 	return nil
+}
+
+// pickleSummary is what convert says about a written snapshot.
+type pickleSummary struct {
+	events, left   int64 // left: events with no PyTorch entry
+	final, initial []trace.Segment
+	hasFinal       bool
+}
+
+// spoolToPickle streams r's events into a spool beside out, then writes
+// the snapshot to out (through a temporary file renamed over it).
+func spoolToPickle(r trace.Reader, out string) (pickleSummary, error) {
+	f, err := createOut(out)
+	if err != nil {
+		return pickleSummary{}, fmt.Errorf("cannot write %s: %w", out, err)
+	}
+	defer f.abort()
+	sp, err := trace.NewPyTorchSpool(spoolDir(out), r.Stacks())
+	if err != nil {
+		return pickleSummary{}, fmt.Errorf("cannot write %s: %w", out, err)
+	}
+	defer sp.Close()
+	err = eachEvent(r, func(e *trace.Event) error {
+		if err := sp.Add(e); err != nil {
+			return fmt.Errorf("cannot write %s: %w", out, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return pickleSummary{}, err
+	}
+	init, rec := r.Initial()
+	final, hasFinal := r.Final()
+	t := &trace.Trace{Header: r.Header(), Stacks: r.Stacks(), Initial: init, InitialReconstructed: rec, Final: final, HasFinal: hasFinal}
+	// Into the unnamed file: every error below is named once, here.
+	bw := bufio.NewWriterSize(f.File, 1<<20)
+	err = sp.WriteSnapshot(bw, t)
+	if err == nil {
+		err = bw.Flush()
+	}
+	if err != nil {
+		return pickleSummary{}, fmt.Errorf("cannot write %s: %w", out, err)
+	}
+	if err := f.commit(); err != nil {
+		return pickleSummary{}, err
+	}
+	return pickleSummary{events: sp.Events(), left: sp.LeftOut(), final: final, hasFinal: hasFinal, initial: init}, nil
 }
 
 // plural formats a count and a noun ("entry" -> "entries").

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -103,6 +104,39 @@ func TestConvertSynthToPickle(t *testing.T) {
 		}
 	}
 	require.Equal(t, []string{"START", "END"}, trials)
+
+	// The events were spooled as read, not held: the bytes are those of
+	// the whole trace written from memory, as convert wrote them before.
+	var want bytes.Buffer
+	require.NoError(t, trace.WritePyTorch(&want, src))
+	got, err := os.ReadFile(out)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(want.Bytes(), got), "streamed convert differs from WritePyTorch of the whole trace")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 2, "trial.mrt and trial.pkl: no spool file left")
+}
+
+// A streamed trace with an event a snapshot cannot hold fails as the event
+// is read, exit 2, with the event named, and leaves no file (nor spool).
+func TestConvertToPickleBadEvent(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "bad.mrt")
+	require.NoError(t, trace.WriteFile(src, &trace.Trace{
+		Header: trace.Header{Source: "memreplay"},
+		Stacks: trace.NewStacks(),
+		Events: []trace.Event{
+			{Action: trace.ActionSegmentAlloc, Addr: 1 << 40, Size: 2 << 20},
+			{Action: trace.ActionAlloc, Addr: 1 << 40, Size: 1 << 63},
+		},
+	}))
+	out := filepath.Join(dir, "bad.pickle")
+	code, _, stderr := runCLI("convert", src, out)
+	require.Equal(t, 2, code, stderr)
+	require.Contains(t, stderr, "cannot write "+out+": trace: writing a PyTorch snapshot: event 1 size")
+	ents, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	require.Len(t, ents, 1, "bad.mrt only")
 }
 
 // memreplay's own actions with no PyTorch entry are counted as left out.

@@ -432,8 +432,10 @@ func openGPU(rf *replayFlags, capacity uint64) (*realgpu.Backend, error) {
 // temporary file beside OUT that replaces OUT once complete, so that a
 // failure (or a replay that ends in error) leaves no partial file. The file
 // is created before the replay, so that an unwritable OUT fails at once. A
-// memreplay trace streams as the replay goes; a pickle is one object,
-// kept in memory and written at the end.
+// memreplay trace streams as the replay goes; a pickle puts the end state
+// before the entries, so its entries are spooled to disk beside OUT as the
+// replay goes (a few bytes each; the spool file is unlinked at once) and
+// the pickle is written at the end.
 type recording struct {
 	out    string
 	pickle bool
@@ -471,7 +473,10 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options, dev
 		ro.Notes = append(ro.Notes, "replayed with "+strings.Join(flags, " "))
 	}
 	if r.pickle {
-		r.rr = replay.NewReplayRecorder(src, ro)
+		if r.rr, err = replay.NewReplayRecorderPyTorch(r.bw, spoolDir(out), src, ro); err != nil {
+			f.abort()
+			return nil, fmt.Errorf("--record %s: %w", out, err)
+		}
 	} else {
 		r.rr = replay.NewReplayRecorderTo(r.bw, src, ro)
 	}
@@ -482,9 +487,6 @@ func startRecording(out, path string, src trace.Reader, opts replay.Options, dev
 // over OUT.
 func (r *recording) finish(stderr io.Writer) error {
 	err := r.rr.Finish()
-	if err == nil && r.pickle {
-		err = trace.WritePyTorch(r.bw, r.rr.Trace())
-	}
 	if err == nil {
 		err = r.bw.Flush()
 	}
@@ -508,10 +510,22 @@ func (r *recording) finish(stderr io.Writer) error {
 
 // abort removes the temporary file of a recording not finished.
 func (r *recording) abort() {
+	r.rr.Close()
 	if r.f != nil {
 		r.f.abort()
 		r.f = nil
 	}
+}
+
+// spoolDir is where a pickle's entries are spooled while out is written:
+// beside out, on its file system, when out is (or will be) a regular file;
+// the system's temporary directory when out is a device or a FIFO
+// (/dev/full, /dev/stdout).
+func spoolDir(out string) string {
+	if st, err := os.Stat(out); err == nil && !st.Mode().IsRegular() {
+		return ""
+	}
+	return filepath.Dir(out)
 }
 
 func writeReport(w io.Writer, format string, in *report.Input) error {

@@ -44,14 +44,17 @@ package replay
 //
 // Memory: NewReplayRecorderTo streams the native format to a writer as the
 // replay goes (a buffer of one input's events, plus the live blocks'
-// stacks); NewReplayRecorder keeps the whole recording in memory (about 72
-// bytes per event), which the PyTorch pickle needs anyway since a pickle is
-// one object. The native header is written at the first event: a device
+// stacks); NewReplayRecorderPyTorch spools the events to disk as the
+// replay goes (trace.PyTorchSpool, about 10 bytes an event) and writes the
+// PyTorch snapshot at Finish, since a pickle puts the end state before the
+// entries; NewReplayRecorder keeps the whole recording in memory (about 72
+// bytes per event). The native header is written at the first event: a device
 // the replay creates only after it (one the trace's header and initial
 // state do not name) is missing from the header's device list, and a
 // replay of the recording gives it the default capacity.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -92,10 +95,13 @@ type ReplayRecorder struct {
 	buf      []trace.Event // events since the last Step
 	lastTime int64
 
-	// In memory: t. Streaming: w, and nw once the first event came.
+	// In memory: t. Streaming: w, and nw once the first event came. A
+	// PyTorch snapshot: w and spool.
 	t       *trace.Trace
 	w       io.Writer
 	nw      *trace.Writer
+	spool   *trace.PyTorchSpool // nil once closed
+	pytorch bool
 	initial []trace.Segment // streaming: Initial until the writer starts
 	started bool
 	events  int64
@@ -131,6 +137,21 @@ func NewReplayRecorderTo(w io.Writer, src trace.Reader, o ReplayRecordOptions) *
 	r := newReplayRecorder(src, o)
 	r.w = w
 	return r
+}
+
+// NewReplayRecorderPyTorch returns a recorder of a replay of src that
+// spools the events in a file in dir (os.TempDir() when empty; unlinked at
+// once) as the replay goes; Finish writes the recording to w as a PyTorch
+// snapshot pickle, the bytes trace.WritePyTorch writes for the recording
+// NewReplayRecorder keeps. Finish or Close releases the spool.
+func NewReplayRecorderPyTorch(w io.Writer, dir string, src trace.Reader, o ReplayRecordOptions) (*ReplayRecorder, error) {
+	r := newReplayRecorder(src, o)
+	sp, err := trace.NewPyTorchSpool(dir, r.stacks)
+	if err != nil {
+		return nil, err
+	}
+	r.w, r.spool, r.pytorch = w, sp, true
+	return r, nil
 }
 
 func newReplayRecorder(src trace.Reader, o ReplayRecordOptions) *ReplayRecorder {
@@ -251,7 +272,7 @@ func (r *ReplayRecorder) flush() {
 	if len(r.buf) == 0 {
 		return
 	}
-	if r.t == nil && !r.started {
+	if r.t == nil && !r.pytorch && !r.started {
 		r.start()
 	}
 	for i := range r.buf {
@@ -261,6 +282,12 @@ func (r *ReplayRecorder) flush() {
 		}
 		if r.t != nil {
 			r.t.Events = append(r.t.Events, *e)
+		} else if r.pytorch {
+			if r.err == nil && r.spool != nil {
+				if err := r.spool.Add(e); err != nil {
+					r.fail(err)
+				}
+			}
 		} else if r.err == nil {
 			if err := r.nw.WriteEvent(e, r.stacks); err != nil {
 				r.fail(err)
@@ -317,12 +344,23 @@ func (r *ReplayRecorder) Finish() error {
 		r.final = append(r.final, r.segments(d)...)
 	}
 	if r.t != nil {
-		r.t.Header = r.header()
-		if len(r.initial) > 0 {
-			r.t.Initial = r.initial
-			_, r.t.InitialReconstructed = r.src.Initial()
+		r.fillTrace(r.t)
+		return r.err
+	}
+	if r.pytorch {
+		if r.spool == nil {
+			r.fail(errors.New("replay recording: Finish after Close"))
 		}
-		r.t.Final, r.t.HasFinal = r.final, true
+		if r.err == nil {
+			t := &trace.Trace{Stacks: r.stacks}
+			r.fillTrace(t)
+			if err := r.spool.WriteSnapshot(r.w, t); err != nil {
+				r.fail(err)
+			}
+		}
+		if err := r.Close(); err != nil {
+			r.fail(err)
+		}
 		return r.err
 	}
 	if !r.started {
@@ -340,6 +378,28 @@ func (r *ReplayRecorder) Finish() error {
 		r.fail(err)
 	}
 	return r.err
+}
+
+// fillTrace gives t the recording's header, initial and end state.
+func (r *ReplayRecorder) fillTrace(t *trace.Trace) {
+	t.Header = r.header()
+	if len(r.initial) > 0 {
+		t.Initial = r.initial
+		_, t.InitialReconstructed = r.src.Initial()
+	}
+	t.Final, t.HasFinal = r.final, true
+}
+
+// Close releases what a recording holds besides its output (the spool of
+// NewReplayRecorderPyTorch): for a replay that ends without Finish. It does
+// not close the writer.
+func (r *ReplayRecorder) Close() error {
+	if r.spool == nil {
+		return nil
+	}
+	err := r.spool.Close()
+	r.spool = nil
+	return err
 }
 
 // segments is device d's state now, with the stacks of its active blocks.

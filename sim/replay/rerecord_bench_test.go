@@ -11,11 +11,19 @@ import (
 	"github.com/memreplay/memreplay/trace"
 )
 
-// benchRecordedReplay is benchReplay with a ReplayRecorder attached:
-// streaming the native format to a file (what `replay --record OUT.mrt`
-// does) or keeping the recording in memory (--record OUT.pickle, before the
-// pickle is written).
-func benchRecordedReplay(b *testing.B, n int, inMemory bool) {
+// How a benchmark records the replay.
+type recordMode int
+
+const (
+	recordNative         recordMode = iota // native format streamed to a file: `replay --record OUT.mrt`
+	recordInMemory                         // the recording kept in memory (NewReplayRecorder)
+	recordPickleInMemory                   // kept in memory, then trace.WritePyTorch to a file: --record OUT.pickle until the spool
+	recordPickle                           // spooled, the pickle written at Finish: `replay --record OUT.pickle`
+)
+
+// benchRecordedReplay is benchReplay with a ReplayRecorder attached, in
+// one of the modes above; the time includes writing the output.
+func benchRecordedReplay(b *testing.B, n int, mode recordMode) {
 	dir := b.TempDir()
 	path := filepath.Join(dir, "train.mrt")
 	writeTrainingTrace(b, path, n)
@@ -35,14 +43,22 @@ func benchRecordedReplay(b *testing.B, n int, inMemory bool) {
 		var rr *replay.ReplayRecorder
 		var out *os.File
 		var bw *bufio.Writer
-		if inMemory {
-			rr = replay.NewReplayRecorder(r, replay.ReplayRecordOptions{Name: path})
-		} else {
-			if out, err = os.Create(filepath.Join(dir, "rec.mrt")); err != nil {
+		if mode != recordInMemory {
+			if out, err = os.Create(filepath.Join(dir, "rec.out")); err != nil {
 				b.Fatal(err)
 			}
 			bw = bufio.NewWriterSize(out, 1<<20)
-			rr = replay.NewReplayRecorderTo(bw, r, replay.ReplayRecordOptions{Name: path})
+		}
+		o := replay.ReplayRecordOptions{Name: path}
+		switch mode {
+		case recordNative:
+			rr = replay.NewReplayRecorderTo(bw, r, o)
+		case recordInMemory, recordPickleInMemory:
+			rr = replay.NewReplayRecorder(r, o)
+		case recordPickle:
+			if rr, err = replay.NewReplayRecorderPyTorch(bw, dir, r, o); err != nil {
+				b.Fatal(err)
+			}
 		}
 		res, err := replay.Run(r, replay.Options{Recorder: rr})
 		if err != nil {
@@ -54,6 +70,11 @@ func benchRecordedReplay(b *testing.B, n int, inMemory bool) {
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		heap = max(heap, ms.HeapInuse)
+		if mode == recordPickleInMemory {
+			if err := trace.WritePyTorch(bw, rr.Trace()); err != nil {
+				b.Fatal(err)
+			}
+		}
 		if out != nil {
 			if err := bw.Flush(); err != nil {
 				b.Fatal(err)
@@ -75,8 +96,15 @@ func benchRecordedReplay(b *testing.B, n int, inMemory bool) {
 	}
 }
 
-// BenchmarkReplay1MRecorded and BenchmarkReplay1MRecordedInMemory measure
-// `replay --record` on the trace of BenchmarkReplay1M (docs/replay.md,
-// "Recording the replay").
-func BenchmarkReplay1MRecorded(b *testing.B)         { benchRecordedReplay(b, 1_000_000, false) }
-func BenchmarkReplay1MRecordedInMemory(b *testing.B) { benchRecordedReplay(b, 1_000_000, true) }
+// BenchmarkReplay1MRecorded, ...InMemory, ...Pickle and ...PickleInMemory
+// measure `replay --record` on the trace of BenchmarkReplay1M
+// (docs/replay.md, "Recording the replay"): PickleInMemory is how
+// --record OUT.pickle worked before the spool, Pickle how it works now.
+func BenchmarkReplay1MRecorded(b *testing.B) { benchRecordedReplay(b, 1_000_000, recordNative) }
+func BenchmarkReplay1MRecordedInMemory(b *testing.B) {
+	benchRecordedReplay(b, 1_000_000, recordInMemory)
+}
+func BenchmarkReplay1MRecordedPickle(b *testing.B) { benchRecordedReplay(b, 1_000_000, recordPickle) }
+func BenchmarkReplay1MRecordedPickleInMemory(b *testing.B) {
+	benchRecordedReplay(b, 1_000_000, recordPickleInMemory)
+}
