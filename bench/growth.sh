@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # How cost grows (issue 19 item 6): time and peak RSS of the memreplay
 # command against the size of its work, each command one process: peak RSS
-# from /usr/bin/time -f %M (KiB), wall time from the clock around it; then
-# a CSV and log-log SVG plots (bench/plot) with each line's fitted slope.
+# and CPU time (user + system) from /usr/bin/time -f '%M %U %S', wall time
+# from the clock around it; then a CSV and log-log SVG plots (bench/plot)
+# with each line's fitted slope. On a shared machine the CPU time is the
+# steadier measure: the wall time also counts the waits for a free core.
 #
 # Usage: bench/growth.sh
 # Environment:
@@ -55,26 +57,28 @@ go build -o "$bin" ./cmd/memreplay
 go build -o "$tmp/plot" ./bench/plot
 
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), $(free -g | awk '/^Mem/ {print $2}') GiB; load average $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "command,events,seconds,rss_kib,bytes,render_ms,load1" >"$csv"
+echo "command,events,seconds,cpu_seconds,rss_kib,bytes,render_ms,load1" >"$csv"
 
 # measure EVENTS CMD...: runs CMD, its output discarded (GROWTH_REPEAT
 # times for up to 1e6 events, else once); sets best (the fastest run's
-# seconds) and bestrss (that run's peak RSS). EVENTS 0: once.
+# seconds), bestcpu (its user + system CPU seconds, in 10 ms steps) and
+# bestrss (its peak RSS). EVENTS 0: once.
 measure() {
-	local n=$1 runs=1 secs rss t0 t1
+	local n=$1 runs=1 secs rss cpu t0 t1 user sys
 	shift
 	[ "$n" -gt 0 ] && [ "$n" -le 1000000 ] && runs=$repeat
-	best="" bestrss=""
+	best="" bestrss="" bestcpu=""
 	for _ in $(seq "$runs"); do
 		# %e has 10 ms steps, too coarse for the small points: the wall
 		# time is taken around it in nanoseconds.
 		t0=$(date +%s%N)
-		/usr/bin/time -o "$tmp/time" -f '%e %M' "$@" >/dev/null
+		/usr/bin/time -o "$tmp/time" -f '%M %U %S' "$@" >/dev/null
 		t1=$(date +%s%N)
-		read -r _ rss <"$tmp/time"
+		read -r rss user sys <"$tmp/time"
 		secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.4f", (b - a) / 1e9}')
+		cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.2f", u + s}')
 		if [ -z "$best" ] || awk -v a="$secs" -v b="$best" 'BEGIN {exit !(a < b)}'; then
-			best=$secs bestrss=$rss
+			best=$secs bestrss=$rss bestcpu=$cpu
 		fi
 	done
 }
@@ -83,8 +87,8 @@ measure() {
 row() {
 	local load
 	load=$(cut -d' ' -f1 /proc/loadavg)
-	echo "$1,$2,$best,$bestrss,${3:-},${4:-},$load" >>"$csv"
-	printf '%-7s %11s  %7s s  %8s KiB  %11s bytes  %6s ms  load %s\n' "$1" "$2" "$best" "$bestrss" "${3:--}" "${4:--}" "$load"
+	echo "$1,$2,$best,$bestcpu,$bestrss,${3:-},${4:-},$load" >>"$csv"
+	printf '%-7s %11s  %8s s  %7s s CPU  %8s KiB  %11s bytes  %6s ms  load %s\n' "$1" "$2" "$best" "$bestcpu" "$bestrss" "${3:--}" "${4:--}" "$load"
 }
 
 chromium=$(command -v chromium || command -v chromium-browser || command -v google-chrome || true)

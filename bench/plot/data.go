@@ -15,6 +15,7 @@ type row struct {
 	command  string
 	n        float64 // events (mixes for par)
 	secs     float64
+	cpuSecs  float64 // user + system
 	rssKiB   float64
 	bytes    float64 // the trace, pickle or page; 0: none
 	renderMS float64 // the page's drawing time; 0: not measured
@@ -22,9 +23,10 @@ type row struct {
 }
 
 func (r row) seconds() float64 { return r.secs }
+func (r row) cpu() float64     { return r.cpuSecs }
 func (r row) rssMiB() float64  { return r.rssKiB / 1024 }
 
-var header = []string{"command", "events", "seconds", "rss_kib", "bytes", "render_ms", "load1"}
+var header = []string{"command", "events", "seconds", "cpu_seconds", "rss_kib", "bytes", "render_ms", "load1"}
 
 func readCSV(path string) ([]row, error) {
 	f, err := os.Open(path)
@@ -44,7 +46,7 @@ func readCSV(path string) ([]row, error) {
 	var rows []row
 	for i, rec := range recs[1:] {
 		r := row{command: rec[0]}
-		for j, dst := range []*float64{&r.n, &r.secs, &r.rssKiB, &r.bytes, &r.renderMS, &r.load} {
+		for j, dst := range []*float64{&r.n, &r.secs, &r.cpuSecs, &r.rssKiB, &r.bytes, &r.renderMS, &r.load} {
 			s := rec[j+1]
 			if s == "" {
 				continue
@@ -110,8 +112,8 @@ func (s series) upper(k int) series {
 
 // writeTable prints the figures and slopes as Markdown.
 func writeTable(w io.Writer, rows []row) {
-	fmt.Fprintln(w, "| command | events (par: mixes) | wall time | peak RSS | file or page | page drawn in | load |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| command | events (par: mixes) | wall time | CPU time | peak RSS | file or page | page drawn in | load |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		b, ms := "", ""
 		if r.bytes > 0 {
@@ -120,18 +122,21 @@ func writeTable(w io.Writer, rows []row) {
 		if r.renderMS > 0 {
 			ms = fmt.Sprintf("%.0f ms", r.renderMS)
 		}
-		fmt.Fprintf(w, "| %s | %s | %.2f s | %.0f MiB | %s | %s | %.1f |\n", r.command, count(r.n), r.secs, r.rssKiB/1024, b, ms, r.load)
+		fmt.Fprintf(w, "| %s | %s | %.2f s | %.2f s | %.0f MiB | %s | %s | %.1f |\n", r.command, count(r.n), r.secs, r.cpuSecs, r.rssKiB/1024, b, ms, r.load)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| command | time slope (all) | time slope (last 3 points) | RSS slope (all) | RSS slope (last 3 points) |")
-	fmt.Fprintln(w, "|---|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| command | wall time slope (all; last 3 points) | CPU time slope (all; last 3) | RSS slope (all; last 3) |")
+	fmt.Fprintln(w, "|---|---:|---:|---:|")
 	for _, c := range []string{"replay", "import", "report", "par"} {
-		t, m := seriesOf(rows, c, row.seconds), seriesOf(rows, c, row.rssMiB)
-		if len(t.x) == 0 {
+		if len(seriesOf(rows, c, row.seconds).x) == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "| %s | %.2f | %.2f | %.2f | %.2f |\n", c, slope(t.x, t.y), slope(t.upper(3).x, t.upper(3).y),
-			slope(m.x, m.y), slope(m.upper(3).x, m.upper(3).y))
+		fmt.Fprintf(w, "| %s", c)
+		for _, y := range []func(row) float64{row.seconds, row.cpu, row.rssMiB} {
+			s := seriesOf(rows, c, y)
+			fmt.Fprintf(w, " | %.2f; %.2f", slope(s.x, s.y), slope(s.upper(3).x, s.upper(3).y))
+		}
+		fmt.Fprintln(w, " |")
 	}
 }
 

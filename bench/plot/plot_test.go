@@ -40,8 +40,8 @@ func TestSlope(t *testing.T) {
 
 func TestReadCSVNamesTheBadLine(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "g.csv")
-	good := strings.Join(header, ",") + "\nreplay,1000,0.01,9000,,,3.5\n"
-	if err := os.WriteFile(p, []byte(good+"import,2000,x,9000,,,3.5\n"), 0o644); err != nil {
+	good := strings.Join(header, ",") + "\nreplay,1000,0.01,0.02,9000,,,3.5\n"
+	if err := os.WriteFile(p, []byte(good+"import,2000,x,0.1,9000,,,3.5\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := readCSV(p); err == nil || !strings.Contains(err.Error(), "g.csv:3: seconds") {
@@ -51,7 +51,7 @@ func TestReadCSVNamesTheBadLine(t *testing.T) {
 		t.Fatal(err)
 	}
 	rows, err := readCSV(p)
-	if err != nil || len(rows) != 1 || rows[0].rssMiB() != 9000.0/1024 || rows[0].bytes != 0 {
+	if err != nil || len(rows) != 1 || rows[0].rssMiB() != 9000.0/1024 || rows[0].cpu() != 0.02 || rows[0].bytes != 0 {
 		t.Fatalf("rows = %+v, %v", rows, err)
 	}
 }

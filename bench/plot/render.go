@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/memreplay/memreplay/profiler/report"
@@ -12,14 +13,14 @@ import (
 // render loads an HTML report in headless Chromium and prints the
 // script's own drawing time (its self-check's render_ms) and the points of
 // the first timeline, summed over its series.
-func render(w io.Writer, page string) error {
+func render(w io.Writer, page string, fragment ...string) error {
 	browser, err := report.FindChromium()
 	if err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	dom, err := report.RenderHTML(ctx, browser, page, report.RenderOptions{})
+	dom, err := report.RenderHTML(ctx, browser, page, report.RenderOptions{Fragment: strings.Join(fragment, "")})
 	if err != nil {
 		return err
 	}
