@@ -79,6 +79,18 @@ bench:
 	bash bench/libmemreplay.sh
 	@echo "machine: load average $$(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
+# growth: time, CPU time and peak RSS of replay, import, report and par
+# against the size of the work (10^3..10^8 events, 1..64 mixes), as
+# docs/data/growth.csv and log-log plots in docs/img (docs/performance.md,
+# "How cost grows"). GROWTH_MAX=1e6 runs in minutes and writes to
+# bench/out instead. scaling: the trial model and par at GOMAXPROCS 1 to
+# nproc, efficiency per core.
+.PHONY: growth scaling
+growth:
+	bash bench/growth.sh
+scaling:
+	bash bench/scaling.sh
+
 # bench-compare OLD=<commit>: the same benchmarks on OLD (a git worktree in
 # a temporary directory) and on the working tree, alternately in one run,
 # compared by benchstat (golang.org/x/perf, pinned in bench/compare.sh).

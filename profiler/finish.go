@@ -51,6 +51,9 @@ func (p *Profiler) Finish() *Profile {
 		Retries:        slices.Clone(p.retries),
 		RetriesDropped: p.retriesDropped,
 	}
+	if len(p.order) == 1 {
+		prof.PeakDetail = p.detail.window()
+	}
 	if prof.Retries == nil {
 		prof.Retries = []Retry{}
 	}

@@ -21,6 +21,11 @@ type Profile struct {
 	// SampleEvery is the timeline's final interval in events.
 	SampleEvery int64    `json:"sample_every"`
 	Timeline    []Sample `json:"timeline"`
+	// PeakDetail is the state after every event of a window around the
+	// peak of live bytes (Options.DetailEvents), oldest first; nil when not
+	// asked for, when nothing peaked, or when the replay used several
+	// devices.
+	PeakDetail []DetailPoint `json:"peak_detail,omitempty"`
 	// OOMs are the replay's out-of-memory errors in order, at most
 	// Options.MaxOOMs of them; OOMsDropped counts the rest.
 	OOMs        []OOMSnapshot `json:"ooms"`

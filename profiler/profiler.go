@@ -22,6 +22,10 @@ type Options struct {
 	// reads the allocator's free blocks, and the doubling that an unknown
 	// length needs takes about MaxSamples/2 samples more per doubling.
 	ExpectedEvents int64
+	// DetailEvents, when positive, also keeps the state after every event
+	// for a window of this many events around the peak of live bytes
+	// (Profile.PeakDetail; see detail.go), for a one-device replay.
+	DetailEvents int
 }
 
 // Profiler records a replay; see the package comment. Create one with New,
@@ -52,6 +56,7 @@ type Profiler struct {
 	every      int64 // timeline interval
 	nextSample int64
 	timeline   []Sample
+	detail     *detail // nil unless Options.DetailEvents
 
 	ooms        []OOMSnapshot
 	oomsDropped int64
@@ -232,6 +237,9 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 	}
 	p := &Profiler{stacks: stacks, opts: opts, every: 1,
 		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
+	if opts.DetailEvents > 0 {
+		p.detail = newDetail(opts.DetailEvents)
+	}
 	if n := opts.ExpectedEvents; n > 0 {
 		// The timeline is thinned when it reaches MaxSamples, so aim
 		// below, the final partial interval included.
@@ -591,6 +599,9 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 	}
 	if p.retryCheck {
 		p.readRetries(index)
+	}
+	if p.detail != nil {
+		p.detail.step(index, p.lastTime, &p.total)
 	}
 	if index >= p.nextSample {
 		p.sample(index)

@@ -112,8 +112,9 @@ type replayFlags struct {
 	noColor  bool   // --no-color: accepted; the tables have no colour
 	device   string // --device: sim (or ""), cuda, cuda:N
 	// samples is the profiler's timeline length (0: its default); the
-	// HTML report asks for more, to zoom into.
-	samples int
+	// HTML report asks for more, to zoom into, and for every event around
+	// the peak (detail events; 0: none).
+	samples, detail int
 }
 
 func (f *replayFlags) register(fs *pflag.FlagSet) {
@@ -172,7 +173,7 @@ func (f *replayFlags) options(path string) (replay.Options, error) {
 	}
 	opts.OOM = p
 	if f.html != "" {
-		f.samples = report.HTMLTimelineSamples
+		f.samples, f.detail = report.HTMLTimelineSamples, report.HTMLDetailEvents
 	}
 	if err := checkFormat(f.format); err != nil {
 		return opts, err
@@ -386,7 +387,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	}
 	pr := newProgress(stderr, label, total, rf.progress)
 	opts.Progress = pr.update
-	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples})
+	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail})
 	opts.Recorder = prof
 	if rec != nil {
 		opts.Recorder = replay.Recorders(prof, rec.rr)

@@ -96,7 +96,7 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		base.Name = path
-		rf.samples = report.HTMLTimelineSamples
+		rf.samples, rf.detail = report.HTMLTimelineSamples, report.HTMLDetailEvents
 		for _, s := range settings {
 			opts := base
 			opts.Config, opts.Policy = s.conf, s.policy

@@ -36,6 +36,11 @@ package report
 // The script draws at most two points (the interval's minimum and
 // maximum) per pixel column of the visible range, and dragging across a
 // chart zooms in: the visible range is redrawn from all the samples in it.
+// Around the peak of live bytes the profiler also keeps the state after
+// every event for HTMLDetailEvents events (profiler.Options.DetailEvents),
+// and the page puts those points in place of the samples there, so that
+// zooming into the peak shows each allocation. The page's size is bounded
+// by the two counts, not by the trace's length.
 // Segment maps merge nothing but stop after MaxMapBlocks blocks (the page
 // says so).
 //
@@ -76,6 +81,13 @@ var htmlJS string
 // long trace; the page draws at most two points per pixel whatever the
 // count.
 const HTMLTimelineSamples = 20000
+
+// HTMLDetailEvents is the window around the peak of live bytes that the
+// profiler keeps at every event (profiler.Options.DetailEvents) when the
+// profile will be drawn as HTML: zoomed into the peak, the page shows each
+// allocation and free however long the trace, for a fixed 40 bytes an
+// event of the window in the profiler and about as much in the page.
+const HTMLDetailEvents = 16384
 
 // MaxMapBlocks bounds the blocks of one segment map, so that a capture of
 // a huge state keeps the page responsive.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 
 	"github.com/memreplay/memreplay/profiler"
@@ -71,6 +72,11 @@ type htmlTimeline struct {
 	// Devices has each device's own columns when the run used several
 	// (the columns above are their sums); empty otherwise.
 	Devices []htmlDeviceTimeline `json:"devices"`
+	// Detail is the range [from, to) of the columns that hold the state
+	// after every event around the peak (profiler.Profile.PeakDetail) in
+	// place of the samples there; their free and largest_free read 0 (not
+	// measured per event). [0, 0]: none.
+	Detail [2]int `json:"detail"`
 }
 
 // htmlDeviceTimeline is one device's share of the timeline's samples.
@@ -353,6 +359,9 @@ func timelineColumns(prof *profiler.Profile) htmlTimeline {
 	var samples []profiler.Sample
 	if prof != nil {
 		samples = prof.Timeline
+		if len(prof.PeakDetail) > 0 {
+			samples, t.Detail = withDetail(samples, prof.PeakDetail)
+		}
 	}
 	n := len(samples)
 	t.Event, t.TimeUS = make([]int64, n), make([]int64, n)
@@ -384,6 +393,41 @@ func timelineColumns(prof *profiler.Profile) htmlTimeline {
 	}
 	slices.SortFunc(t.Devices, func(a, b htmlDeviceTimeline) int { return int(a.Index) - int(b.Index) })
 	return t
+}
+
+// withDetail puts the points of the peak's window in place of the samples
+// that end inside it: zoomed into the peak, the page draws every event. A
+// sample is drawn at the end of its interval with the maxima over it, so
+// no sample's interval may lose events to the window: the first sample
+// ending inside it, when its interval begins before the window, stays, and
+// the points up to its end are left out; the sample after the window keeps
+// its maxima over its whole interval. It returns the range of the points
+// in the result.
+func withDetail(samples []profiler.Sample, detail []profiler.DetailPoint) ([]profiler.Sample, [2]int) {
+	first, last := detail[0].Event, detail[len(detail)-1].Event
+	i := sort.Search(len(samples), func(i int) bool { return samples[i].Event >= first })
+	if i < len(samples) && samples[i].Event <= last {
+		start := int64(0) // the first event of sample i's interval
+		if i > 0 {
+			start = samples[i-1].Event + 1
+		}
+		if start < first {
+			detail = detail[samples[i].Event-first+1:]
+			i++
+		}
+	}
+	if len(detail) == 0 {
+		return samples, [2]int{}
+	}
+	j := sort.Search(len(samples), func(j int) bool { return samples[j].Event > last })
+	out := make([]profiler.Sample, 0, len(samples)-(j-i)+len(detail))
+	out = append(out, samples[:i]...)
+	for _, d := range detail {
+		out = append(out, profiler.Sample{Event: d.Event, TimeUS: d.TimeUS, LiveBytes: d.LiveBytes, MaxLiveBytes: d.LiveBytes,
+			ReservedBytes: d.ReservedBytes, MaxReservedBytes: d.ReservedBytes, RequestedBytes: d.RequestedBytes})
+	}
+	out = append(out, samples[j:]...)
+	return out, [2]int{i, i + len(detail)}
 }
 
 func parData(p *PARSection) *htmlPAR {

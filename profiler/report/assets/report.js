@@ -460,9 +460,13 @@
       var i = Math.min(b - 1, Math.max(a, lowerBound(xs, p.x)));
       if (i < 0 || i >= xs.length) return;
       var lines = [run.label + (item.dev ? ', device ' + item.dev.index : ''), 'event ' + t.event[i] + (t.time_us[i] ? ' (' + ((t.time_us[i] - timeAxis(run)) / 1e6).toFixed(3) + ' s)' : '')];
-      if (run.sample_every > 1) lines.push('sample of ' + run.sample_every + ' events: maxima over it');
+      // Around the peak the columns hold every event (timeline.detail),
+      // without the allocator's free blocks.
+      var every = i >= t.detail[0] && i < t.detail[1];
+      if (every) lines.push('every event around the peak');
+      else if (run.sample_every > 1) lines.push('sample of ' + run.sample_every + ' events: maxima over it');
       lines.push('live ' + formatSize(c.max_live[i]), 'requested ' + formatSize(c.requested[i]), 'reserved ' + formatSize(c.max_reserved[i]));
-      if (!item.dev) lines.push('cached free ' + formatSize(t.free[i]) + ', largest block ' + formatSize(t.largest_free[i]));
+      if (!item.dev && !every) lines.push('cached free ' + formatSize(t.free[i]) + ', largest block ' + formatSize(t.largest_free[i]));
       showTip(ev.clientX, ev.clientY, lines);
     });
     svg.addEventListener('mouseleave', function () { cursor.setAttribute('visibility', 'hidden'); band.setAttribute('visibility', 'hidden'); drag = null; hideTip(); });

@@ -1,0 +1,93 @@
+package profiler
+
+// The detail around the peak.
+//
+// The timeline keeps at most Options.MaxSamples samples, so on a long trace
+// one sample covers thousands of events (2,048 on a 25-million-event
+// trace), and a page zoomed into the peak shows a handful of points where
+// the user wants every allocation. Keeping every event is out of the
+// question (the memory would grow with the trace), but the peak is one
+// place: Options.DetailEvents keeps the state after every event for a
+// window of that many events centred on the peak of live bytes.
+//
+// A ring holds the last DetailEvents points (a fixed 40 bytes each). When
+// the total's live bytes reach a new peak, the window is due half a ring
+// later (or when the ring first fills, for a peak near the start); a
+// higher peak before then moves it. When it falls due, the ring
+// is copied out, so the copy happens once per peak that stays the highest
+// for half a window: on a training trace, once per step that climbs above
+// every earlier one. The cost per event is one point written into the
+// ring; the memory is two rings, whatever the trace's length.
+
+// DetailPoint is the state after one event (the total over the devices).
+type DetailPoint struct {
+	Event          int64  `json:"event"`
+	TimeUS         int64  `json:"time_us,omitempty"`
+	LiveBytes      uint64 `json:"live_bytes"`
+	ReservedBytes  uint64 `json:"reserved_bytes"`
+	RequestedBytes uint64 `json:"requested_bytes"`
+}
+
+type detail struct {
+	ring  []DetailPoint // circular, len == Options.DetailEvents
+	next  int           // where the next point goes
+	full  bool          // the ring has wrapped
+	last  int64         // the last event recorded
+	peak  uint64        // the live bytes of the peak whose window is open or kept
+	due   int64         // the event that completes the open window; -1: none open
+	kept  []DetailPoint // the last completed window
+	ready bool          // kept holds the window of the highest peak
+}
+
+func newDetail(n int) *detail {
+	return &detail{ring: make([]DetailPoint, n), last: -1, due: -1}
+}
+
+// step records the state after the event at index; c is the total.
+func (d *detail) step(index, timeUS int64, c *counters) {
+	if index <= d.last {
+		return
+	}
+	d.last = index
+	d.ring[d.next] = DetailPoint{Event: index, TimeUS: timeUS, LiveBytes: c.live, ReservedBytes: c.reserved, RequestedBytes: c.requested}
+	d.next++
+	if d.next == len(d.ring) {
+		d.next, d.full = 0, true
+	}
+	if c.peakLive > d.peak && c.peakLiveEvent >= 0 {
+		d.peak, d.ready = c.peakLive, false
+		d.due = c.peakLiveEvent + int64(len(d.ring)/2)
+	}
+	// A peak less than half a window from the start gets the rest of its
+	// window after it: the window is complete once the ring is full.
+	if d.due >= 0 && index >= d.due && d.full {
+		d.keep()
+	}
+}
+
+// keep copies the ring, oldest first, into kept.
+func (d *detail) keep() {
+	d.kept = d.kept[:0]
+	if d.full {
+		d.kept = append(d.kept, d.ring[d.next:]...)
+	}
+	d.kept = append(d.kept, d.ring[:d.next]...)
+	d.due, d.ready = -1, true
+}
+
+// window returns the points around the highest peak (a copy), or nil when
+// no event made a peak.
+func (d *detail) window() []DetailPoint {
+	if d == nil {
+		return nil
+	}
+	if !d.ready && d.due >= 0 {
+		// The trace ended before the window was complete: its end is in
+		// the ring.
+		d.keep()
+	}
+	if !d.ready || len(d.kept) == 0 {
+		return nil
+	}
+	return append([]DetailPoint(nil), d.kept...)
+}
