@@ -125,6 +125,16 @@ func (g *gen) rewindTape() {
 // generator's cache outlives the trial with its reader (pool.go): it is
 // keyed by content.
 func (g *gen) cat(a, b string) string {
+	fk := pairOf(a, b)
+	if s, ok := g.fastCats.get(fk); ok {
+		return s
+	}
+	s := g.catSlow(a, b)
+	g.fastCats.put(fk, s)
+	return s
+}
+
+func (g *gen) catSlow(a, b string) string {
 	k := [2]string{a, b}
 	if s, ok := g.cats[k]; ok {
 		return s

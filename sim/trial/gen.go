@@ -99,6 +99,11 @@ type gen struct {
 	sites    map[siteKey]trace.StackID
 	siteKeys []siteKey
 	stacks   *trace.Stacks
+	// fast.go: sites, parameter indices and joined names by the address
+	// of their strings, in front of sites, pidx and cats.
+	fastSites  fastTable[kindKey, trace.StackID]
+	fastParams fastTable[kindKey, int]
+	fastCats   fastTable[pairKey, string]
 	// The current phase: its events and each one's cumulative op cost, used
 	// to spread the phase's duration over them.
 	buf     []trace.Event
@@ -166,9 +171,16 @@ func (g *gen) reset(s Spec) {
 		sslab:      old.sslab,
 		lslab:      old.lslab,
 		cats:       old.cats,
+		fastSites:  old.fastSites,
+		fastParams: old.fastParams,
+		fastCats:   old.fastCats,
 		scratch:    old.scratch[:0],
 	}
 	g.tslab.keep = keptTensorChunks
+	g.fastSites.reset()
+	if t != old.tables {
+		g.fastParams.reset()
+	}
 	if g.sites == nil {
 		g.sites = map[siteKey]trace.StackID{}
 	} else {
@@ -193,6 +205,16 @@ func zeroed[T any](b []T, n int) []T {
 }
 
 func (g *gen) site(layer int, kind string) trace.StackID {
+	fk := keyOf(layer, kind)
+	if id, ok := g.fastSites.get(fk); ok {
+		return id
+	}
+	id := g.siteSlow(layer, kind)
+	g.fastSites.put(fk, id)
+	return id
+}
+
+func (g *gen) siteSlow(layer int, kind string) trace.StackID {
 	k := siteKey{layer, kind}
 	if id, ok := g.sites[k]; ok {
 		return id

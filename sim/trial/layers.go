@@ -8,10 +8,15 @@ package trial
 
 // p looks up a parameter's index.
 func (g *gen) p(layer int, kind string) int {
+	fk := keyOf(layer, kind)
+	if i, ok := g.fastParams.get(fk); ok {
+		return i
+	}
 	i, ok := g.pidx[siteKey{layer, kind}]
 	if !ok {
 		panic("trial: no parameter " + kind) // a recipe bug, not an input error
 	}
+	g.fastParams.put(fk, i)
 	return i
 }
 

@@ -49,7 +49,7 @@ type worker struct {
 	base    int64       // TimeUS of the task's first event
 	last    int64       // rebased TimeUS of the last event applied
 	pending float64     // compute (ns) to the buffered event, while waiting
-	live    map[uint64]live
+	live    liveTable
 	// liveBytes is what the task holds (requested sizes; blocks freed
 	// but waiting for their streams no longer count).
 	liveBytes uint64
@@ -192,7 +192,7 @@ func (w *worker) exit() {
 	w.r.procs--
 	w.r.observe()
 	w.proc, w.m, w.a = nil, nil, nil
-	clear(w.live)
+	w.live.reset()
 	w.r.live -= w.liveBytes
 	w.liveBytes = 0
 }
