@@ -41,58 +41,72 @@ func (k pairKey) hash() uint64 {
 	return uint64(uintptr(unsafe.Pointer(k.a))) ^ uint64(uintptr(unsafe.Pointer(k.b)))<<17 ^ uint64(uint32(k.na))<<40 ^ uint64(uint32(k.nb))<<52
 }
 
-type fastKey interface {
-	comparable
-	hash() uint64
-}
-
-// fastTable is open addressing with linear probing, never removing: it is
-// emptied whole (reset), and also when full past maxFastEntries, which only
-// strings made afresh for each call would reach.
-type fastTable[K fastKey, V any] struct {
-	slots []fastSlot[K, V]
+// kindTable and pairTable are open addressing with linear probing,
+// never removing: they are emptied whole (reset), and also when full past
+// maxFastEntries, which only strings made afresh for each call would
+// reach. Two concrete types rather than one generic one: a generic table
+// calls its key's hash through a dictionary, not inlined, which cost as
+// much as the map lookup it saves.
+type kindTable struct {
+	slots []kindSlot
 	n     int
 	shift uint
 }
 
-type fastSlot[K fastKey, V any] struct {
-	k    K
-	v    V
+type kindSlot struct {
+	k    kindKey
+	v    int32
 	full bool
 }
 
-const maxFastEntries = 1 << 14
-
-func (t *fastTable[K, V]) home(k K) int {
-	return int((k.hash() * 0x9e3779b97f4a7c15) >> t.shift)
+type pairTable struct {
+	slots []pairSlot
+	n     int
+	shift uint
 }
 
-func (t *fastTable[K, V]) get(k K) (V, bool) {
+type pairSlot struct {
+	k    pairKey
+	v    string
+	full bool
+}
+
+const (
+	maxFastEntries = 1 << 14
+	minFastSlots   = 256
+	fibonacci      = 0x9e3779b97f4a7c15
+)
+
+// shiftFor is 64 - log2(n), n a power of two.
+func shiftFor(n int) uint {
+	s := uint(64)
+	for ; n > 1; n >>= 1 {
+		s--
+	}
+	return s
+}
+
+func (t *kindTable) get(k kindKey) (int32, bool) {
 	if t.n > 0 {
 		mask := len(t.slots) - 1
-		for i := t.home(k); t.slots[i].full; i = (i + 1) & mask {
+		for i := int((k.hash() * fibonacci) >> t.shift); t.slots[i].full; i = (i + 1) & mask {
 			if t.slots[i].k == k {
 				return t.slots[i].v, true
 			}
 		}
 	}
-	var zero V
-	return zero, false
+	return 0, false
 }
 
 // put adds k, which the table does not hold.
-func (t *fastTable[K, V]) put(k K, v V) {
+func (t *kindTable) put(k kindKey, v int32) {
 	if t.n >= maxFastEntries {
 		t.reset()
 	}
 	if (t.n+1)*2 > len(t.slots) {
 		old := t.slots
-		t.slots = make([]fastSlot[K, V], max(256, 2*len(old)))
-		t.shift = 64
-		for n := len(t.slots); n > 1; n >>= 1 {
-			t.shift--
-		}
-		t.n = 0
+		t.slots = make([]kindSlot, max(minFastSlots, 2*len(old)))
+		t.shift, t.n = shiftFor(len(t.slots)), 0
 		for i := range old {
 			if old[i].full {
 				t.put(old[i].k, old[i].v)
@@ -100,15 +114,58 @@ func (t *fastTable[K, V]) put(k K, v V) {
 		}
 	}
 	mask := len(t.slots) - 1
-	i := t.home(k)
+	i := int((k.hash() * fibonacci) >> t.shift)
 	for t.slots[i].full {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = fastSlot[K, V]{k: k, v: v, full: true}
+	t.slots[i] = kindSlot{k: k, v: v, full: true}
 	t.n++
 }
 
-func (t *fastTable[K, V]) reset() {
+func (t *kindTable) reset() {
+	if t.n > 0 {
+		clear(t.slots)
+		t.n = 0
+	}
+}
+
+func (t *pairTable) get(k pairKey) (string, bool) {
+	if t.n > 0 {
+		mask := len(t.slots) - 1
+		for i := int((k.hash() * fibonacci) >> t.shift); t.slots[i].full; i = (i + 1) & mask {
+			if t.slots[i].k == k {
+				return t.slots[i].v, true
+			}
+		}
+	}
+	return "", false
+}
+
+// put adds k, which the table does not hold.
+func (t *pairTable) put(k pairKey, v string) {
+	if t.n >= maxFastEntries {
+		t.reset()
+	}
+	if (t.n+1)*2 > len(t.slots) {
+		old := t.slots
+		t.slots = make([]pairSlot, max(minFastSlots, 2*len(old)))
+		t.shift, t.n = shiftFor(len(t.slots)), 0
+		for i := range old {
+			if old[i].full {
+				t.put(old[i].k, old[i].v)
+			}
+		}
+	}
+	mask := len(t.slots) - 1
+	i := int((k.hash() * fibonacci) >> t.shift)
+	for t.slots[i].full {
+		i = (i + 1) & mask
+	}
+	t.slots[i] = pairSlot{k: k, v: v, full: true}
+	t.n++
+}
+
+func (t *pairTable) reset() {
 	if t.n > 0 {
 		clear(t.slots)
 		t.n = 0

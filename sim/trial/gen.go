@@ -91,19 +91,27 @@ type gen struct {
 	live      int
 	nextAddr  uint64
 
-	// sites numbers the trial's sites in the order of their first use,
-	// which is the order the stack table interns them in: siteKeys[id-1]
-	// is site id. The table itself (stacks) is made only when the reader's
-	// Stacks is asked for; a consumer that never asks (sim/workers) costs
-	// no table, which was a third of a trial's heap objects.
-	sites    map[siteKey]trace.StackID
-	siteKeys []siteKey
-	stacks   *trace.Stacks
+	// sites numbers the sites in the order of their first use, which is
+	// the order the stack table interns them in: siteKeys[id-1] is site
+	// id. The numbering outlives the trial with its reader (pool.go), as a
+	// template: the next trial of the same shape uses its sites in the
+	// same order, so it finds each under the same number instead of
+	// numbering a thousand sites afresh. usedSites counts the trial's
+	// sites so far, always the template's first ones; a trial whose next
+	// new site is not the template's next cuts the template there
+	// (forkSites). The table itself (stacks) is made only when the
+	// reader's Stacks is asked for; a consumer that never asks
+	// (sim/workers) costs no table, which was a third of a trial's heap
+	// objects.
+	sites     map[siteKey]trace.StackID
+	siteKeys  []siteKey
+	usedSites int
+	stacks    *trace.Stacks
 	// fast.go: sites, parameter indices and joined names by the address
 	// of their strings, in front of sites, pidx and cats.
-	fastSites  fastTable[kindKey, trace.StackID]
-	fastParams fastTable[kindKey, int]
-	fastCats   fastTable[pairKey, string]
+	fastSites  kindTable
+	fastParams kindTable
+	fastCats   pairTable
 	// The current phase: its events and each one's cumulative op cost, used
 	// to spread the phase's duration over them.
 	buf     []trace.Event
@@ -163,7 +171,7 @@ func (g *gen) reset(s Spec) {
 		castOrder:  old.castOrder[:0],
 		castAltOrd: old.castAltOrd[:0],
 		sites:      old.sites,
-		siteKeys:   old.siteKeys[:0],
+		siteKeys:   old.siteKeys,
 		buf:        old.buf[:0],
 		costAt:     old.costAt[:0],
 		tslab:      old.tslab,
@@ -177,14 +185,11 @@ func (g *gen) reset(s Spec) {
 		scratch:    old.scratch[:0],
 	}
 	g.tslab.keep = keptTensorChunks
-	g.fastSites.reset()
 	if t != old.tables {
 		g.fastParams.reset()
 	}
 	if g.sites == nil {
 		g.sites = map[siteKey]trace.StackID{}
-	} else {
-		clear(g.sites)
 	}
 	for i, p := range g.params {
 		g.gradSite[i] = g.site(p.site.layer, t.gradKind[i])
@@ -206,26 +211,62 @@ func zeroed[T any](b []T, n int) []T {
 
 func (g *gen) site(layer int, kind string) trace.StackID {
 	fk := keyOf(layer, kind)
-	if id, ok := g.fastSites.get(fk); ok {
+	v, ok := g.fastSites.get(fk)
+	id := trace.StackID(v)
+	switch {
+	case ok && int(id) <= g.usedSites:
+		return id
+	case ok && int(id) == g.usedSites+1:
+		g.useSite(id)
 		return id
 	}
-	id := g.siteSlow(layer, kind)
-	g.fastSites.put(fk, id)
+	id = g.siteSlow(layer, kind)
+	if _, ok := g.fastSites.get(fk); !ok {
+		g.fastSites.put(fk, int32(id))
+	}
 	return id
 }
 
+// siteSlow numbers a site the trial has not used yet (or one the fast
+// table does not know).
 func (g *gen) siteSlow(layer int, kind string) trace.StackID {
 	k := siteKey{layer, kind}
-	if id, ok := g.sites[k]; ok {
+	id, ok := g.sites[k]
+	switch {
+	case ok && int(id) <= g.usedSites:
 		return id
+	case ok && int(id) == g.usedSites+1:
+		// The template's next site.
+	default:
+		// A new site, or a later one of the template: the trial parts
+		// from the template here.
+		g.forkSites()
+		g.siteKeys = append(g.siteKeys, k)
+		id = trace.StackID(len(g.siteKeys))
+		g.sites[k] = id
 	}
-	g.siteKeys = append(g.siteKeys, k)
-	id := trace.StackID(len(g.siteKeys))
-	g.sites[k] = id
+	g.useSite(id)
+	return id
+}
+
+// useSite counts site id, the next of the template, as the trial's.
+func (g *gen) useSite(id trace.StackID) {
+	g.usedSites++
 	if g.stacks != nil {
 		g.intern(id)
 	}
-	return id
+}
+
+// forkSites cuts the template after the sites the trial has used.
+func (g *gen) forkSites() {
+	if len(g.siteKeys) == g.usedSites {
+		return
+	}
+	for _, k := range g.siteKeys[g.usedSites:] {
+		delete(g.sites, k)
+	}
+	g.siteKeys = g.siteKeys[:g.usedSites]
+	g.fastSites.reset()
 }
 
 // table returns the trial's stack table, made from the sites used so far
@@ -234,7 +275,7 @@ func (g *gen) siteSlow(layer int, kind string) trace.StackID {
 func (g *gen) table() *trace.Stacks {
 	if g.stacks == nil {
 		g.stacks = trace.NewStacks()
-		for i := range g.siteKeys {
+		for i := range g.usedSites {
 			g.intern(trace.StackID(i + 1))
 		}
 	}

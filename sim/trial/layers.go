@@ -10,13 +10,13 @@ package trial
 func (g *gen) p(layer int, kind string) int {
 	fk := keyOf(layer, kind)
 	if i, ok := g.fastParams.get(fk); ok {
-		return i
+		return int(i)
 	}
 	i, ok := g.pidx[siteKey{layer, kind}]
 	if !ok {
 		panic("trial: no parameter " + kind) // a recipe bug, not an input error
 	}
-	g.fastParams.put(fk, i)
+	g.fastParams.put(fk, int32(i))
 	return i
 }
 
