@@ -79,7 +79,7 @@ type gen struct {
 	tape []*node
 	// castCache holds each parameter's autocast copy (nil when none) until
 	// the autocast region ends; castOrder lists them in the order made.
-	// castAlt and castAltOrder are the empty pair a checkpointed layer's
+	// castAlt and castAltOrd are the empty pair a checkpointed layer's
 	// recomputation swaps in (its own region).
 	castCache, castAlt    []*tensor
 	castOrder, castAltOrd []int
