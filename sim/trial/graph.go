@@ -13,11 +13,11 @@ import (
 type tensor struct {
 	addr  uint64
 	elems uint64
-	bytes uint8 // element size: 8 int64, 4 fp32, 2 fp16/bf16, 1 bool
+	grad  *tensor
 	refs  int32 // Python references plus autograd saves; freed at 0
 	param int32 // >= 0: a parameter (a leaf that lives until teardown)
-	grad  *tensor
 	site  trace.StackID
+	bytes uint8 // element size: 8 int64, 4 fp32, 2 fp16/bf16, 1 bool
 }
 
 func (t *tensor) size() uint64 { return t.elems * uint64(t.bytes) }
