@@ -216,39 +216,50 @@ func (c *Counters) Sub(o Counters) {
 	c.Total.Time -= o.Total.Time
 }
 
-// tally is a process's running Counters. It is a map of values rather than a
-// fixed array so that Counters can hand out a copy without knowing the kinds.
-type tally map[Call]Counter
+// tally is a process's running Counters: a map of values rather than a
+// fixed array so that Counters can hand out a copy without knowing the
+// kinds, and the running sum of every kind, which a caller that asks after
+// every few calls (sim/workers, for the modelled call time) gets without
+// the map's copy.
+type tally struct {
+	by    map[Call]Counter
+	total Counter
+}
 
-func (t tally) charge(c Call, d time.Duration) {
-	n := t[c]
+func (t *tally) charge(c Call, d time.Duration) {
+	n := t.by[c]
 	n.Calls++
 	n.Time += d
-	t[c] = n
+	t.by[c] = n
+	t.total.Calls++
+	t.total.Time += d
 }
 
 // chargeN adds n calls of kind c, each taking d.
-func (t tally) chargeN(c Call, n uint64, d time.Duration) {
+func (t *tally) chargeN(c Call, n uint64, d time.Duration) {
 	if n == 0 {
 		return
 	}
-	k := t[c]
+	k := t.by[c]
 	k.Calls += n
 	k.Time += time.Duration(n) * d
-	t[c] = k
+	t.by[c] = k
+	t.total.Calls += n
+	t.total.Time += time.Duration(n) * d
 }
 
-func (t tally) fail(c Call) {
-	n := t[c]
+func (t *tally) fail(c Call) {
+	n := t.by[c]
 	n.Failures++
-	t[c] = n
+	t.by[c] = n
+	t.total.Failures++
 }
 
-func (t tally) snapshot() Counters {
-	out := Counters{ByCall: make(map[Call]Counter, len(t))}
-	for k, v := range t {
+func (t *tally) snapshot() Counters {
+	out := Counters{ByCall: make(map[Call]Counter, len(t.by))}
+	for k, v := range t.by {
 		out.ByCall[k] = v
-		out.Total.add(v)
 	}
+	out.Total = t.total
 	return out
 }

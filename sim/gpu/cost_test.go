@@ -63,6 +63,7 @@ func TestCostCountersForAKnownSequence(t *testing.T) {
 		}
 	}
 	assert.Equal(t, gpu.Counter{Calls: 17, Failures: 2, Time: want}, c.Total)
+	assert.Equal(t, c.Total, p.Total(), "Total is Counters' Total")
 	assert.Equal(t, time.Duration(1+2+4+8+16+32+64+128+256+512+1024+2048+4096+8192+16384)+1+2, want)
 
 	// The GPU's tally sums its processes, closed ones included.
@@ -88,6 +89,26 @@ func TestCostCountersChargeFaultsAndStickyCalls(t *testing.T) {
 	_, err = p.Malloc(2 * miB)
 	require.Error(t, err)
 	assert.Equal(t, gpu.Counter{Calls: 2, Failures: 2, Time: 2}, p.Counters().Get(gpu.CallMalloc))
+	assert.Equal(t, gpu.Counter{Calls: 2, Failures: 2, Time: 2}, p.Total())
+}
+
+// TestTotalCountsRefusedPages checks the running total where RefusePages
+// charges a batch of calls at once.
+func TestTotalCountsRefusedPages(t *testing.T) {
+	g := newGPU(t, 8*miB, func(o *gpu.Options) { o.Costs = binaryCosts() })
+	p := newProcess(t, g)
+	require.Error(t, p.RefusePages(2*miB, 100)) // four pages fit, the fifth fails
+	c := p.Counters()
+	require.NotZero(t, c.Get(gpu.CallCreatePage).Failures)
+	var sum gpu.Counter
+	for _, call := range gpu.Calls() {
+		k := c.Get(call)
+		sum.Calls += k.Calls
+		sum.Failures += k.Failures
+		sum.Time += k.Time
+	}
+	assert.Equal(t, sum, c.Total)
+	assert.Equal(t, sum, p.Total())
 }
 
 // TestDefaultCostsMatchPriorArt pins the published figures and the sums

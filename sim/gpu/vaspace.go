@@ -26,15 +26,22 @@ func (v *vaSpace) alloc(size, align uint64) (uint64, bool) {
 		if start < s.lo || start >= s.hi || s.hi-start < size {
 			continue
 		}
+		// The range's rest replaces it in place: a new list per call was
+		// a heap allocation per cudaMalloc.
 		end := start + size
-		var repl []span
-		if start > s.lo {
-			repl = append(repl, span{s.lo, start})
+		switch {
+		case start > s.lo && end < s.hi:
+			v.free[i].hi = start
+			v.free = append(v.free, span{})
+			copy(v.free[i+2:], v.free[i+1:])
+			v.free[i+1] = span{end, s.hi}
+		case start > s.lo:
+			v.free[i].hi = start
+		case end < s.hi:
+			v.free[i].lo = end
+		default:
+			v.free = append(v.free[:i], v.free[i+1:]...)
 		}
-		if end < s.hi {
-			repl = append(repl, span{end, s.hi})
-		}
-		v.free = append(v.free[:i], append(repl, v.free[i+1:]...)...)
 		return start, true
 	}
 	return 0, false

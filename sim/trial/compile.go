@@ -46,16 +46,16 @@ package trial
 // 16-bit weight gradient, cast to fp32 for .grad, is a workspace.
 func (g *gen) cLinear(l int, kind string, x *tensor, w int, rows, in, out uint64) *tensor {
 	wt := g.ptens[w]
-	saved := []*tensor{x}
+	saved, ns := [2]*tensor{x}, 1 // an array: a list that may grow goes to the heap
 	var tmp uint64
 	var cast *tensor
 	if g.amp {
 		cast = g.newTensor(wt.elems, 2, g.castSite[w])
-		saved = append(saved, cast)
+		saved[1], ns = cast, 2
 		tmp = wt.elems * 2
 	}
 	y := g.alloc(rows*out, g.act(), l, kind)
-	g.rec(g.site(l, g.cat(kind, ".grad")), []*tensor{x, wt}, 0, y, saved, tmp)
+	g.rec(g.site(l, g.cat(kind, ".grad")), []*tensor{x, wt}, 0, y, saved[:ns], tmp)
 	g.drop(cast)
 	g.cost(g.mm(2 * rows * in * out))
 	return y
@@ -101,12 +101,11 @@ func (g *gen) decoderLayerCompiled(l int, x *tensor) *tensor {
 		// tensor; under AMP it recomputes the fp32 probabilities from the
 		// saved 16-bit scores (a workspace in the backward).
 		pr := g.alloc(BA*SS, act, l, "attention.probs")
-		n := &node{site: g.site(l, "attention.probs.grad"), in: []*tensor{sc}, out: pr, saved: []*tensor{pr}}
+		saved, ns, tmp := [2]*tensor{pr}, 1, uint64(0)
 		if g.amp {
-			n.saved = append(n.saved, sc)
-			n.tmp = BA * SS * 4
+			saved[1], ns, tmp = sc, 2, BA*SS*4
 		}
-		g.record(n)
+		g.rec(g.site(l, "attention.probs.grad"), []*tensor{sc}, 0, pr, saved[:ns], tmp)
 		g.drop(sc)
 		g.cost(g.bw(BA * SS * 3 * uint64(act)))
 		ctx = g.op(l, "attention.context", rows*H, act, []*tensor{pr, v}, 0, pr, v)

@@ -13,11 +13,11 @@ import (
 type tensor struct {
 	addr  uint64
 	elems uint64
-	bytes uint8 // element size: 8 int64, 4 fp32, 2 fp16/bf16, 1 bool
+	grad  *tensor
 	refs  int32 // Python references plus autograd saves; freed at 0
 	param int32 // >= 0: a parameter (a leaf that lives until teardown)
-	grad  *tensor
 	site  trace.StackID
+	bytes uint8 // element size: 8 int64, 4 fp32, 2 fp16/bf16, 1 bool
 }
 
 func (t *tensor) size() uint64 { return t.elems * uint64(t.bytes) }
@@ -89,20 +89,9 @@ func (g *gen) keep(t *tensor) {
 	}
 }
 
-// record appends a backward node when grad mode is on; its saved tensors
-// get a reference each. Under no_grad nothing is recorded, so tensors die
-// with their last Python reference.
-func (g *gen) record(n *node) {
-	if g.noGrad > 0 {
-		return
-	}
-	g.rec(n.site, n.in, n.pass, n.out, n.saved, n.tmp)
-	if n.ckpt != nil {
-		g.tape[len(g.tape)-1].ckpt = n.ckpt
-	}
-}
-
-// rec is record for a node given by its fields. It takes them one by one
+// rec appends a backward node when grad mode is on; its saved tensors get
+// a reference each. Under no_grad nothing is recorded, so tensors die with
+// their last Python reference. It takes the node's fields one by one
 // because escape analysis does not tell a struct's fields apart: a node
 // passed whole would move its callers' lists (usually literals on their
 // stack) to the heap along with its output tensor. The lists are copied
@@ -216,12 +205,13 @@ func (g *gen) recompute(n *node) {
 	outer := g.tape
 	g.tape = nil
 	saveCache, saveOrder := g.castCache, g.castOrder
-	g.castCache, g.castOrder = map[int]*tensor{}, nil
+	g.castCache, g.castOrder = g.castAlt, g.castAltOrd[:0]
 	g.keep(seg.in)
 	g.relEmb = seg.rel
 	out := g.layer(seg.layer, seg.in)
 	g.relEmb = nil
 	g.clearCastCache()
+	g.castAlt, g.castAltOrd = g.castCache, g.castOrder
 	g.castCache, g.castOrder = saveCache, saveOrder
 	sub := g.tape
 	g.tape = outer

@@ -8,10 +8,15 @@ package trial
 
 // p looks up a parameter's index.
 func (g *gen) p(layer int, kind string) int {
+	fk := keyOf(layer, kind)
+	if i, ok := g.fastParams.get(fk); ok {
+		return int(i)
+	}
 	i, ok := g.pidx[siteKey{layer, kind}]
 	if !ok {
 		panic("trial: no parameter " + kind) // a recipe bug, not an input error
 	}
+	g.fastParams.put(fk, int32(i))
 	return i
 }
 
@@ -55,7 +60,8 @@ func (g *gen) forwardEncoder() (loss, logits *tensor) {
 	// The additive attention mask, once per forward: HF's extended mask
 	// (batch x 1 x 1 x seq, fp32) for eager BERT, the expanded 4-D mask for
 	// SDPA, DeBERTa's batch x 1 x seq x seq product and relative positions.
-	var fwdTemps []*tensor
+	var temps [3]*tensor // an array: a list that may grow goes to the heap
+	fwdTemps := temps[:0]
 	switch {
 	case m.arch() == DeBERTa:
 		fwdTemps = append(fwdTemps,
@@ -107,15 +113,19 @@ func (g *gen) layerMaybeCheckpointed(l int, x *tensor) *tensor {
 		return g.layer(l, x)
 	}
 	g.keep(x) // saved by the checkpoint function
-	saved := []*tensor{x}
+	saved, ns := [2]*tensor{x}, 1
 	if g.relEmb != nil {
 		g.keep(g.relEmb)
-		saved = append(saved, g.relEmb)
+		saved[1], ns = g.relEmb, 2
 	}
 	g.noGrad++
 	out := g.layer(l, x)
 	g.noGrad--
-	g.tape = append(g.tape, &node{out: out, saved: saved, ckpt: &segment{layer: l, in: x, rel: g.relEmb}})
+	seg := g.sslab.next()
+	*seg = segment{layer: l, in: x, rel: g.relEmb}
+	n := g.newNodeSlot()
+	*n = node{out: out, saved: g.tensors(saved[:ns]), ckpt: seg}
+	g.tape = append(g.tape, n)
 	return out
 }
 

@@ -206,13 +206,8 @@ func (m Model) params() []param {
 	return ps
 }
 
-// Params is the model's parameter count.
-func (m Model) Params() uint64 {
-	var n uint64
-	for _, p := range m.params() {
-		n += p.elems
-	}
-	return n
-}
+// Params is the model's parameter count (from its tables: every phase's
+// duration asks).
+func (m Model) Params() uint64 { return tablesOf(m).count }
 
 func u(v int) uint64 { return uint64(v) }

@@ -44,7 +44,7 @@ func (g *gen) weight(p int) *tensor {
 	if !g.amp {
 		return w
 	}
-	if c, ok := g.castCache[p]; ok {
+	if c := g.castCache[p]; c != nil {
 		g.keep(c)
 		return c
 	}
@@ -62,7 +62,7 @@ func (g *gen) weight(p int) *tensor {
 func (g *gen) clearCastCache() {
 	for _, p := range g.castOrder {
 		g.drop(g.castCache[p])
-		delete(g.castCache, p)
+		g.castCache[p] = nil
 	}
 	g.castOrder = g.castOrder[:0]
 }

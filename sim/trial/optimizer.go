@@ -4,34 +4,16 @@ package trial
 // clip_grad_norm_, optimizer.step(), model.zero_grad(set_to_none=True)
 // (or, with KeepGrads, a zero_grad that keeps the buffers).
 
-// groups returns the parameter indices of HF's two parameter groups:
-// weight-decay ones (weights) and the rest (biases, norms), in order.
-func (g *gen) groups() [2][]int {
-	// The parameters are fixed for the generator's life: the groups are
-	// made once, not every step.
-	if g.grps[0] != nil || g.grps[1] != nil {
-		return g.grps
-	}
-	gs := &g.grps
-	for i, p := range g.params {
-		if p.decay {
-			gs[0] = append(gs[0], i)
-		} else {
-			gs[1] = append(gs[1], i)
-		}
-	}
-	return *gs
-}
-
 func (g *gen) optimizerStep() {
-	var scaler []*tensor
+	// An array, not an append: a list that may grow goes to the heap.
+	var scaler [2]*tensor
 	if g.spec.precision() == FP16 {
-		scaler = append(scaler, g.alloc(1, 4, -1, "scaler.inv_scale"), g.alloc(1, 4, -1, "scaler.found_inf"))
+		scaler = [2]*tensor{g.alloc(1, 4, -1, "scaler.inv_scale"), g.alloc(1, 4, -1, "scaler.found_inf")}
 		g.cost(g.bw(g.gradBytes * 2))
 	}
 	g.clipGradNorm()
 	g.optStep++
-	gs := g.groups()
+	gs := g.tables.groups
 	switch g.spec.optimizer() {
 	case AdamW, AdamWFused, AdamWLoop:
 		for _, grp := range gs {
@@ -41,7 +23,9 @@ func (g *gen) optimizerStep() {
 		g.cost(g.bw(g.gradBytes * 3))
 	}
 	for _, t := range scaler {
-		g.free(t)
+		if t != nil {
+			g.free(t)
+		}
 	}
 	// zero_grad(set_to_none=True): the gradients go. With KeepGrads
 	// (set_to_none=False, or no zero_grad) they are zeroed in place
@@ -93,8 +77,8 @@ func (g *gen) clipGradNorm() {
 // state lazily at the first step, per parameter in order (exp_avg then
 // exp_avg_sq; fused also puts the step counter on the device).
 func (g *gen) adamwGroup(grp []int) {
-	if g.optState == nil {
-		g.optState = make([]*tensor, 3*len(g.params))
+	if len(g.optState) == 0 {
+		g.optState = zeroed(g.optState, 3*len(g.params))
 	}
 	opt := g.spec.optimizer()
 	for _, i := range grp {

@@ -17,16 +17,55 @@ func (s Spec) Reader() (trace.Reader, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	return &reader{s: s, g: newGen(s), sc: newSchedule(s)}, nil
+	r := readers.get()
+	r.start(s)
+	return r, nil
 }
 
 type reader struct {
 	s     Spec
 	g     *gen
-	sc    *schedule
+	sc    schedule
 	pos   int
 	clock float64 // the current phase's start, microseconds
 	done  bool
+	// label is s.String(), the trial_start and trial_end label; labelOf
+	// the Spec it was made for, so that a reused reader makes it again
+	// only for another Spec. steps and evals are the step and eval
+	// markers' labels made so far, kept from trial to trial likewise.
+	label    string
+	labelOf  Spec
+	hasLabel bool
+	steps    []string
+	evals    []string
+	released bool
+}
+
+const maxMarkers = 1024
+
+// start begins a trial of s on r, fresh or released (pool.go).
+func (r *reader) start(s Spec) {
+	if r.g == nil {
+		r.g = &gen{}
+	}
+	r.g.reset(s)
+	r.sc.reset(s)
+	r.s, r.pos, r.clock, r.done, r.released = s, 0, 0, false, false
+	if !r.hasLabel || r.labelOf != s {
+		r.label, r.labelOf, r.hasLabel = s.String(), s, true
+	}
+}
+
+// marker returns the label "step n" (or "eval after step n"), made once
+// per reader for the first maxMarkers steps.
+func marker(labels *[]string, format string, n int) string {
+	if n >= maxMarkers {
+		return fmt.Sprintf(format, n)
+	}
+	for len(*labels) <= n {
+		*labels = append(*labels, fmt.Sprintf(format, len(*labels)))
+	}
+	return (*labels)[n]
 }
 
 func (r *reader) Header() trace.Header {
@@ -42,7 +81,7 @@ func (r *reader) Header() trace.Header {
 // ModelVersion changes whenever the generated sequence for a Spec changes.
 const ModelVersion = "1"
 
-func (r *reader) Stacks() *trace.Stacks            { return r.g.stacks }
+func (r *reader) Stacks() *trace.Stacks            { return r.g.table() }
 func (r *reader) Initial() ([]trace.Segment, bool) { return nil, false }
 func (r *reader) Final() ([]trace.Segment, bool)   { return nil, false }
 func (r *reader) Close() error                     { return nil }
@@ -64,6 +103,7 @@ func (r *reader) Next(e *trace.Event) error {
 func (r *reader) fill() {
 	g := r.g
 	g.buf, g.costAt, g.costNow, r.pos = g.buf[:0], g.costAt[:0], 0, 0
+	g.rewindTape()
 	p, ok := r.sc.next()
 	if !ok {
 		r.done = true
@@ -71,18 +111,18 @@ func (r *reader) fill() {
 	}
 	switch p.kind {
 	case phLoad:
-		g.mark(trace.ActionTrialStart, r.s.String())
+		g.mark(trace.ActionTrialStart, r.label)
 		g.load()
 	case phMicro:
 		if p.index == 1 {
-			g.mark(trace.ActionMarker, fmt.Sprintf("step %d", p.step))
+			g.mark(trace.ActionMarker, marker(&r.steps, "step %d", p.step))
 		}
 		g.micro(p)
 	case phOptim:
 		g.optimizerStep()
 	case phEval:
 		if p.index == 1 {
-			g.mark(trace.ActionMarker, fmt.Sprintf("eval after step %d", p.step))
+			g.mark(trace.ActionMarker, marker(&r.evals, "eval after step %d", p.step))
 		}
 		g.evalBatch(p)
 	case phTeardown:
@@ -99,7 +139,7 @@ func (r *reader) fill() {
 	}
 	r.clock += dur
 	if p.kind == phTeardown {
-		g.mark(trace.ActionTrialEnd, r.s.String())
+		g.mark(trace.ActionTrialEnd, r.label)
 		g.buf[len(g.buf)-1].TimeUS = int64(math.Floor(r.clock))
 		r.done = true
 	}
@@ -134,9 +174,9 @@ func (g *gen) load() {
 // inputs moves a batch to the device (HF _prepare_inputs): int64
 // input_ids, attention_mask (encoders), token_type_ids (when the model has
 // token types), labels (per sequence, or per token for an LM).
-func (g *gen) inputs() []*tensor {
+func (g *gen) inputs(buf *[4]*tensor) []*tensor {
 	BS := g.B * g.S
-	in := []*tensor{g.alloc(BS, 8, -1, "batch.input_ids")}
+	in := append(buf[:0], g.alloc(BS, 8, -1, "batch.input_ids"))
 	if g.m.arch() == DecoderLM {
 		return append(in, g.alloc(BS, 8, -1, "batch.labels"))
 	}
@@ -151,7 +191,8 @@ func (g *gen) inputs() []*tensor {
 // scaled for accumulation (and by GradScaler), backward.
 func (g *gen) micro(p phase) {
 	g.S = uint64(p.seq)
-	in := g.inputs()
+	var inb [4]*tensor // the caller's array: a returned list goes to the heap
+	in := g.inputs(&inb)
 	loss, logits := g.forward()
 	g.clearCastCache() // the autocast region ends with the loss
 	if g.spec.gradAccum() > 1 {
@@ -179,7 +220,8 @@ func (g *gen) evalBatch(p phase) {
 	g.S = uint64(p.seq)
 	g.eval = true
 	g.noGrad++
-	in := g.inputs()
+	var inb [4]*tensor // the caller's array: a returned list goes to the heap
+	in := g.inputs(&inb)
 	loss, logits := g.forward()
 	g.clearCastCache()
 	rep := g.alloc(g.B, 4, -1, "eval.losses.batch")
@@ -231,7 +273,7 @@ func (g *gen) teardown() {
 	for _, t := range g.bufs {
 		g.drop(t)
 	}
-	g.bufs = nil
+	g.bufs = g.bufs[:0]
 	for i, t := range g.ptens {
 		if t != nil {
 			g.free(t)

@@ -26,12 +26,27 @@ type phase struct {
 
 type schedule struct {
 	s                     Spec
-	rng                   *rand.Rand
+	pcg                   rand.PCG
+	rng                   *rand.Rand // reads pcg
 	st, step, micro, eidx int
 }
 
 func newSchedule(s Spec) *schedule {
-	return &schedule{s: s, rng: rand.New(rand.NewPCG(s.Seed, 0x7431a1)), step: 1, micro: 1}
+	sc := &schedule{}
+	sc.reset(s)
+	return sc
+}
+
+// reset starts the schedule of s; a reused schedule reseeds its generator
+// in place (a Rand holds nothing but its source).
+func (sc *schedule) reset(s Spec) {
+	rng := sc.rng
+	*sc = schedule{s: s, step: 1, micro: 1}
+	sc.pcg.Seed(s.Seed, 0x7431a1)
+	if rng == nil {
+		rng = rand.New(&sc.pcg)
+	}
+	sc.rng = rng
 }
 
 // seqLen draws a batch's padded length: SeqLen, or with dynamic padding a

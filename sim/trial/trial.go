@@ -67,6 +67,15 @@
 // events of a phase are spread over it in proportion to each op's own cost.
 // Duration walks the same schedule without generating events.
 //
+// # Reuse
+//
+// A sweep runs thousands of trials. A consumer that reads only events, and
+// not the stack table, may end a reader with its Release method (the
+// reader satisfies interface{ Release() }) instead of Close: the next
+// reader Spec.Reader makes, in any goroutine, then reuses its memory, and
+// a trial costs next to no heap allocation (pool.go). sim/workers does
+// that. The events are the same either way.
+//
 // # Seed
 //
 // With DynamicPadding (DataCollatorWithPadding, pad_to_multiple_of=8) the

@@ -510,6 +510,7 @@ func BenchmarkReader(b *testing.B) {
 		for r.Next(&e) == nil {
 			events++
 		}
+		r.(*reader).Release() // as sim/workers does
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
 }

@@ -15,21 +15,22 @@ import (
 func (w *worker) apply(e *trace.Event) error {
 	switch e.Action {
 	case trace.ActionAlloc:
-		if _, dup := w.live[e.Addr]; dup {
+		if w.live.find(e.Addr) >= 0 {
 			return fmt.Errorf("alloc at %#x, which the trial already holds", e.Addr)
 		}
 		b, err := w.a.Malloc(e.Size, allocator.Stream(e.Stream))
 		if err != nil {
 			return err
 		}
-		w.live[e.Addr] = live{b: b}
+		w.live.insert(e.Addr, live{b: b})
 		w.hold(b.RequestedSize())
 	case trace.ActionFreeRequested:
-		l, ok := w.live[e.Addr]
-		switch {
-		case !ok:
+		i := w.live.find(e.Addr)
+		if i < 0 {
 			return fmt.Errorf("free of unknown address %#x", e.Addr)
-		case l.freed:
+		}
+		l := w.live.at(i)
+		if l.freed {
 			return fmt.Errorf("double free of %#x", e.Addr)
 		}
 		if err := w.a.Free(l.b); err != nil {
@@ -37,31 +38,32 @@ func (w *worker) apply(e *trace.Event) error {
 		}
 		w.drop(l.b.RequestedSize())
 		if len(l.streams) == 0 {
-			delete(w.live, e.Addr)
+			w.live.removeAt(i)
 			return nil
 		}
 		// Back in its pool once the streams it was used on catch up:
 		// the trace's free_completed says when.
 		l.freed = true
-		w.live[e.Addr] = l
 	case trace.ActionFreeCompleted:
-		l, ok := w.live[e.Addr]
-		if !ok {
+		i := w.live.find(e.Addr)
+		if i < 0 {
 			return nil // returned at its request already
 		}
+		l := *w.live.at(i)
 		if !l.freed {
 			return fmt.Errorf("free_completed of %#x, which was not freed", e.Addr)
 		}
-		delete(w.live, e.Addr)
+		w.live.removeAt(i)
 		for _, s := range l.streams {
 			w.proc.CompleteEvents(s)
 		}
 		return w.a.ProcessEvents()
 	case trace.ActionRecordStream:
-		l, ok := w.live[e.Addr]
-		if !ok || l.freed {
+		i := w.live.find(e.Addr)
+		if i < 0 || w.live.at(i).freed {
 			return fmt.Errorf("record_stream of %#x, which is not allocated", e.Addr)
 		}
+		l := w.live.at(i)
 		s := allocator.Stream(e.Stream)
 		if err := w.a.RecordStream(l.b, s); err != nil {
 			return err
@@ -69,7 +71,6 @@ func (w *worker) apply(e *trace.Event) error {
 		if !slices.Contains(l.streams, s) {
 			l.streams = append(l.streams, s)
 		}
-		w.live[e.Addr] = l
 	case trace.ActionEmptyCache:
 		return w.a.EmptyCache()
 	case trace.ActionStreamSync:
@@ -85,18 +86,16 @@ func (w *worker) apply(e *trace.Event) error {
 // that the allocator's state after it does not depend on map order. Blocks
 // waiting for their streams are let go: the trial is over, so is its work.
 func (w *worker) releaseAll() error {
-	if len(w.live) == 0 {
+	if w.live.len() == 0 {
 		return nil
 	}
-	addrs := make([]uint64, 0, len(w.live))
-	for a := range w.live {
-		addrs = append(addrs, a)
-	}
+	addrs := w.live.appendAddrs(make([]uint64, 0, w.live.len()))
 	slices.Sort(addrs)
 	waited := false
 	for _, addr := range addrs {
-		l := w.live[addr]
-		delete(w.live, addr)
+		i := w.live.find(addr)
+		l := *w.live.at(i)
+		w.live.removeAt(i)
 		if l.freed {
 			for _, s := range l.streams {
 				w.proc.CompleteEvents(s)

@@ -86,9 +86,9 @@ func benchSpecs(b *testing.B) []trial.Spec {
 }
 
 // BenchmarkTrialModelSteadyAllocs separates the trial model's heap
-// allocations per event in steady state from those made once per trial
-// (the model's parameter and site tables, the stack table of its trace,
-// the allocator's blocks as it grows to its peak): it runs
+// allocations per event in steady state from those made once per run or
+// trial (the allocator's blocks as each process grows to its peak, the
+// workers' tables; the trial readers are reused, sim/trial/pool.go): it runs
 // FourWorkersTrialModel's eight trials with 2 and with 8 steps and reports
 // the extra allocations per extra event, which a per-event allocation
 // anywhere on the path would raise to 1 or more.

@@ -78,6 +78,10 @@ type scheduler struct {
 	v       float64 // virtual compute time, ns
 	compute minHeap
 	wait    minHeap
+	// spN is 1 + the count of computing workers sp was last worked out
+	// for (0: none): next asks once per event, the count rarely changes.
+	spN int
+	sp  float64
 }
 
 // speed is the rate at which each of n computing trials progresses: a trial
@@ -115,9 +119,12 @@ func (s *scheduler) next() (w int, ok bool) {
 	if !hasC && !hasW {
 		return 0, false
 	}
-	sp := speed(len(s.compute), s.share)
-	var tc float64
+	var sp, tc float64
 	if hasC {
+		if n := len(s.compute); s.spN != n+1 {
+			s.spN, s.sp = n+1, speed(n, s.share)
+		}
+		sp = s.sp
 		tc = s.now + (s.compute[0].key-s.v)/sp
 	}
 	takeCompute := hasC && (!hasW || tc < s.wait[0].key || (tc == s.wait[0].key && s.compute[0].w < s.wait[0].w))

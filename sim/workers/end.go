@@ -23,7 +23,7 @@ func (w *worker) end() error {
 				res.Outcome, res.Err = Failed, err.Error()
 			}
 		}
-		clear(w.live)
+		w.live.reset()
 		st := w.a.Stats()
 		res.PeakAllocated = uint64(st.AllocatedBytes[0].Peak)
 		res.PeakReserved = uint64(st.ReservedBytes[0].Peak)

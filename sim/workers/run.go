@@ -49,7 +49,7 @@ func newRun(o Options) (*run, error) {
 	r.sum.Capacity = card.Capacity()
 	r.workers = make([]*worker, o.Workers)
 	for i := range r.workers {
-		r.workers[i] = &worker{id: i, r: r, live: map[uint64]live{}}
+		r.workers[i] = &worker{id: i, r: r}
 		var at time.Duration
 		if i < len(o.Stagger) {
 			at = o.Stagger[i]

@@ -49,7 +49,7 @@ type worker struct {
 	base    int64       // TimeUS of the task's first event
 	last    int64       // rebased TimeUS of the last event applied
 	pending float64     // compute (ns) to the buffered event, while waiting
-	live    map[uint64]live
+	live    liveTable
 	// liveBytes is what the task holds (requested sizes; blocks freed
 	// but waiting for their streams no longer count).
 	liveBytes uint64
@@ -85,7 +85,7 @@ func (w *worker) delay() time.Duration {
 		return 0
 	}
 	w.callsSeen = w.m.calls
-	t := w.proc.Counters().Total.Time
+	t := w.proc.Total().Time
 	d := t - w.timeSeen
 	w.timeSeen = t
 	w.r.observe()
@@ -138,7 +138,7 @@ func (w *worker) start() error {
 	w.rd = rd
 	w.a.ResetPeakStats()
 	w.stats0 = w.a.Stats()
-	w.timeSeen = w.proc.Counters().Total.Time
+	w.timeSeen = w.proc.Total().Time
 	w.callsSeen = w.m.calls
 	if err := w.rd.Next(&w.ev); err != nil {
 		if err == io.EOF {
@@ -192,14 +192,23 @@ func (w *worker) exit() {
 	w.r.procs--
 	w.r.observe()
 	w.proc, w.m, w.a = nil, nil, nil
-	clear(w.live)
+	w.live.reset()
 	w.r.live -= w.liveBytes
 	w.liveBytes = 0
 }
 
+// releaser is a reader that can hand its memory to the next one
+// (sim/trial's): the worker reads only events, never the stack table, so it
+// may release rather than close.
+type releaser interface{ Release() }
+
 func (w *worker) closeReader() {
 	if w.rd != nil {
-		w.rd.Close()
+		if r, ok := w.rd.(releaser); ok {
+			r.Release()
+		} else {
+			w.rd.Close()
+		}
 		w.rd = nil
 	}
 }
