@@ -32,14 +32,17 @@ func Detect(prefix []byte) (Format, bool) {
 }
 
 // Opened is a trace file ready to read: a streaming Reader for the native
-// format, and also the whole Trace for formats that are read at once
-// (pickles, RMM logs), which a replay may then complete (sim/replay's
-// Prepare reconstructs the state before a partial trace).
+// format; for formats that are read at once, also the whole trace, which a
+// replay may then complete (sim/replay's Prepare and PreparePacked
+// reconstruct the state before a partial trace): Packed for snapshot
+// pickles, whose events are kept packed (they can be tens of millions),
+// Trace for RMM logs.
 type Opened struct {
 	Path   string
 	Format Format
 	Reader Reader
-	Trace  *Trace // nil for streamed formats
+	Trace  *Trace  // RMM logs; nil otherwise
+	Packed *Packed // snapshot pickles; nil otherwise
 	file   *os.File
 }
 
@@ -94,12 +97,13 @@ func Open(path string) (*Opened, error) {
 		return o, nil
 	case FormatPyTorch:
 		f.Close()
-		// By path: the importer sizes its buffer from the file.
-		t, err := ReadPyTorchFile(path)
+		// By path: the importer streams the file and checks declared
+		// lengths against its size.
+		p, err := ReadPyTorchPacked(path)
 		if err != nil {
 			return nil, err
 		}
-		o.Trace, o.Reader = t, t.NewReader()
+		o.Packed, o.Reader = p, p.NewReader()
 	case FormatRMM:
 		t, err := ReadRMM(br, path)
 		f.Close()

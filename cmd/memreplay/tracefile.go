@@ -24,11 +24,9 @@ func openTrace(path string) (*trace.Opened, error) {
 		}
 		return nil, err
 	}
-	if o.Trace != nil {
-		if _, err := replay.Prepare(o.Trace); err != nil {
-			o.Close()
-			return nil, err
-		}
+	if _, err := replay.PrepareOpened(o); err != nil {
+		o.Close()
+		return nil, err
 	}
 	return o, nil
 }

@@ -46,12 +46,55 @@ import (
 // rounding rules are those of the recording: cfg is the trace's own
 // allocator configuration.
 func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	return reconstruct(wholeOf(t), cfg, policy)
+}
+
+// ReconstructPacked is Reconstruct for a trace with packed events.
+func ReconstructPacked(p *trace.Packed, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	return reconstruct(packedOf(p), cfg, policy)
+}
+
+// whole is a trace held whole, a Trace or a Packed, as the reconstruction
+// reads and completes it: it walks the events (each, in order, with their
+// index) and sets the initial state and the header.
+type whole struct {
+	header        *trace.Header
+	initial       *[]trace.Segment
+	reconstructed *bool
+	final         []trace.Segment
+	hasFinal      bool
+	each          func(fn func(i int64, e *trace.Event))
+}
+
+func wholeOf(t *trace.Trace) *whole {
+	return &whole{header: &t.Header, initial: &t.Initial, reconstructed: &t.InitialReconstructed,
+		final: t.Final, hasFinal: t.HasFinal,
+		each: func(fn func(int64, *trace.Event)) {
+			for i := range t.Events {
+				fn(int64(i), &t.Events[i])
+			}
+		}}
+}
+
+func packedOf(p *trace.Packed) *whole {
+	return &whole{header: &p.Header, initial: &p.Initial, reconstructed: &p.InitialReconstructed,
+		final: p.Final, hasFinal: p.HasFinal,
+		each: func(fn func(int64, *trace.Event)) {
+			cur := p.Events.Cursor()
+			var e trace.Event
+			for i := int64(0); cur.Next(&e) == nil; i++ {
+				fn(i, &e)
+			}
+		}}
+}
+
+func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
 	if policy == nil {
 		policy = allocator.PyTorch{}
 	}
-	if t.Initial != nil {
-		if t.InitialReconstructed {
-			return summarize(t.Initial, t.Header.Notes)
+	if *t.initial != nil {
+		if *t.reconstructed {
+			return summarize(*t.initial, t.header.Notes)
 		}
 		return nil
 	}
@@ -65,8 +108,7 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 		}
 		return w
 	}
-	for i := range t.Events {
-		e := &t.Events[i]
+	t.each(func(_ int64, e *trace.Event) {
 		w := walk(e.Device)
 		switch e.Action {
 		case trace.ActionAlloc:
@@ -103,10 +145,10 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 				w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
 			}
 		}
-	}
-	if t.HasFinal {
-		for i := range t.Final {
-			s := &t.Final[i]
+	})
+	if t.hasFinal {
+		for i := range t.final {
+			s := &t.final[i]
 			w := walk(s.Device)
 			if s.Expandable {
 				// A mapped run; its pages cannot be restored.
@@ -159,9 +201,9 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 	}
 	rec.Notes = append([]string{fmt.Sprintf("initial state reconstructed: %d segments (%s), %d blocks live before the first event (%s), %d block sizes inferred, %d blocks in unrestorable expandable runs given a segment of their own",
 		rec.Segments, allocator.FormatSize(rec.SegmentBytes), rec.LiveBlocks, allocator.FormatSize(rec.LiveBytes), rec.InferredSizes, rec.Unresolved)}, rec.Notes...)
-	t.Initial = out
-	t.InitialReconstructed = true
-	t.Header.Notes = append(t.Header.Notes, rec.Notes...)
+	*t.initial = out
+	*t.reconstructed = true
+	t.header.Notes = append(t.header.Notes, rec.Notes...)
 	return rec
 }
 
@@ -340,15 +382,16 @@ func summarize(init []trace.Segment, notes []string) *Reconstruction {
 // oom plus what the allocator held then (the smallest such figure, so that
 // every recorded OOM can recur). Devices without an oom stay unknown. It
 // returns, per device, the event index the figure came from.
-func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
+func ImpliedCapacity(t *trace.Trace) map[int32]int64 { return impliedCapacity(wholeOf(t)) }
+
+func impliedCapacity(t *whole) map[int32]int64 {
 	reserved := map[int32]int64{}
-	for _, s := range t.Initial {
+	for _, s := range *t.initial {
 		reserved[s.Device] += int64(s.TotalSize)
 	}
 	best := map[int32]uint64{}
 	from := map[int32]int64{}
-	for i := range t.Events {
-		e := &t.Events[i]
+	t.each(func(i int64, e *trace.Event) {
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			reserved[e.Device] += int64(e.Size)
@@ -357,14 +400,14 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 		case trace.ActionOOM:
 			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
 			if c == 0 {
-				continue // no free bytes recorded (an RMM log): no figure
+				return // no free bytes recorded (an RMM log): no figure
 			}
 			if b, ok := best[e.Device]; !ok || c < b {
 				best[e.Device] = c
-				from[e.Device] = int64(i)
+				from[e.Device] = i
 			}
 		}
-	}
+	})
 	ids := make([]int32, 0, len(best))
 	for d := range best {
 		ids = append(ids, d)
@@ -375,16 +418,17 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 	for _, d := range ids {
 		c, src := best[d], fmt.Sprintf("implied by the oom at event %d", from[d])
 		found := false
-		for k := range t.Header.Devices {
-			if t.Header.Devices[k].Index == d {
+		h := t.header
+		for k := range h.Devices {
+			if h.Devices[k].Index == d {
 				found = true
-				if t.Header.Devices[k].Capacity == 0 {
-					t.Header.Devices[k].Capacity, t.Header.Devices[k].CapacitySource = c, src
+				if h.Devices[k].Capacity == 0 {
+					h.Devices[k].Capacity, h.Devices[k].CapacitySource = c, src
 				}
 			}
 		}
 		if !found {
-			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
+			h.Devices = append(h.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
 		}
 	}
 	return from
@@ -393,17 +437,36 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 // Prepare readies an in-memory trace for replay: reconstructs the state
 // before a partial trace with the recording's own settings, and fills in
 // implied capacities.
-func Prepare(t *trace.Trace) (*Reconstruction, error) {
+func Prepare(t *trace.Trace) (*Reconstruction, error) { return prepare(wholeOf(t)) }
+
+// PreparePacked is Prepare for a trace with packed events (a snapshot
+// pickle as trace.Open returns it): two passes over the packed events, no
+// copy of them.
+func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(packedOf(p)) }
+
+// PrepareOpened prepares whatever trace o holds whole (nothing for a
+// streamed native trace, which records its own initial state).
+func PrepareOpened(o *trace.Opened) (*Reconstruction, error) {
+	switch {
+	case o.Packed != nil:
+		return PreparePacked(o.Packed)
+	case o.Trace != nil:
+		return Prepare(o.Trace)
+	}
+	return nil, nil
+}
+
+func prepare(t *whole) (*Reconstruction, error) {
 	cfg := config.Default()
-	if t.Header.AllocatorSettings != nil {
-		c, err := config.FromAllocatorSettings(t.Header.AllocatorSettings)
+	if t.header.AllocatorSettings != nil {
+		c, err := config.FromAllocatorSettings(t.header.AllocatorSettings)
 		if err != nil {
-			return nil, &trace.FormatError{File: t.Header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
+			return nil, &trace.FormatError{File: t.header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
 		}
 		cfg = c
 	}
-	rec := Reconstruct(t, cfg, nil)
-	ImpliedCapacity(t)
+	rec := reconstruct(t, cfg, nil)
+	impliedCapacity(t)
 	return rec, nil
 }
 
