@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -89,46 +90,59 @@ func packedOf(p *trace.Packed) *whole {
 }
 
 func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	rec, _, _ := reconstructWalk(t, cfg, policy)
+	return rec
+}
+
+// reconstructWalk is reconstruct; when it walked the events (walked),
+// it also returns their ooms, for impliedFrom, so that Prepare walks a
+// trace of millions of events once.
+func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Reconstruction, []oomAt, bool) {
 	if policy == nil {
 		policy = allocator.PyTorch{}
 	}
 	if *t.initial != nil {
 		if *t.reconstructed {
-			return summarize(*t.initial, t.header.Notes)
+			return summarize(*t.initial, t.header.Notes), nil, false
 		}
-		return nil
+		return nil, nil, false
 	}
 	devs := map[int32]*devWalk{}
 	walk := func(d int32) *devWalk {
 		w := devs[d]
 		if w == nil {
 			w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-				state: map[uint64]uint8{}, preLive: map[uint64]*preBlock{}}
+				preLive: map[uint64]*preBlock{}}
 			devs[d] = w
 		}
 		return w
 	}
-	t.each(func(_ int64, e *trace.Event) {
-		w := walk(e.Device)
+	var ooms []oomAt
+	var w *devWalk
+	lastDev := int32(-1)
+	t.each(func(i int64, e *trace.Event) {
+		if w == nil || e.Device != lastDev {
+			w, lastDev = walk(e.Device), e.Device
+		}
 		switch e.Action {
 		case trace.ActionAlloc:
-			w.state[e.Addr] = stAllocated
+			*w.state.at(e.Addr) = stAllocated
 		case trace.ActionFreeRequested:
-			switch w.state[e.Addr] {
+			switch st := w.state.at(e.Addr); *st {
 			case stAllocated:
-				w.state[e.Addr] = stPending
+				*st = stPending
 			case stNone:
-				w.state[e.Addr] = stPending
+				*st = stPending
 				if _, seen := w.preLive[e.Addr]; !seen {
 					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
 				}
 			}
 		case trace.ActionFreeCompleted:
-			switch w.state[e.Addr] {
+			switch st := w.state.at(e.Addr); *st {
 			case stPending:
 				// Remembered: a later free of the address is a double
 				// free, not a block from before the trace.
-				w.state[e.Addr] = stFreed
+				*st = stFreed
 			case stNone:
 				if _, seen := w.preLive[e.Addr]; !seen {
 					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
@@ -136,9 +150,18 @@ func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstr
 			}
 		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 			w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
+			if e.Action == trace.ActionSegmentMap {
+				w.reserved += int64(e.Size)
+			} else {
+				w.reserved -= int64(e.Size)
+			}
+		case trace.ActionOOM:
+			ooms = append(ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: w.reserved})
 		case trace.ActionSegmentAlloc:
+			w.reserved += int64(e.Size)
 			w.created[e.Addr] = true
 		case trace.ActionSegmentFree:
+			w.reserved -= int64(e.Size)
 			if w.created[e.Addr] {
 				delete(w.created, e.Addr)
 			} else if _, seen := w.pre[e.Addr]; !seen {
@@ -163,7 +186,7 @@ func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstr
 					w.pre[s.Address] = &c
 				}
 				for _, b := range s.Blocks {
-					if b.State != trace.BlockInactive && w.state[b.Address] == stNone {
+					if b.State != trace.BlockInactive && w.state.get(b.Address) == stNone {
 						if _, seen := w.preLive[b.Address]; !seen {
 							w.preLive[b.Address] = &preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
 								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
@@ -193,7 +216,7 @@ func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstr
 		}
 	}
 	if len(out) == 0 {
-		return nil
+		return nil, ooms, true
 	}
 	rec.Segments = len(out)
 	for _, s := range out {
@@ -204,7 +227,7 @@ func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstr
 	*t.initial = out
 	*t.reconstructed = true
 	t.header.Notes = append(t.header.Notes, rec.Notes...)
-	return rec
+	return rec, ooms, true
 }
 
 const (
@@ -217,7 +240,8 @@ const (
 type devWalk struct {
 	created           map[uint64]bool
 	pre               map[uint64]*trace.Segment // segments that existed at the start
-	state             map[uint64]uint8
+	state             addrStates
+	reserved          int64 // segment bytes the events created less those they freed, so far
 	preLive           map[uint64]*preBlock
 	skippedExpandable int
 	// expandable holds the expandable runs the trace names (mapped,
@@ -384,30 +408,50 @@ func summarize(init []trace.Segment, notes []string) *Reconstruction {
 // returns, per device, the event index the figure came from.
 func ImpliedCapacity(t *trace.Trace) map[int32]int64 { return impliedCapacity(wholeOf(t)) }
 
+// oomAt is an oom event: its index, device, the driver's free bytes, and
+// the segment bytes the events before it had created less those they
+// freed (on its device).
+type oomAt struct {
+	i     int64
+	dev   int32
+	free  uint64
+	delta int64
+}
+
 func impliedCapacity(t *whole) map[int32]int64 {
-	reserved := map[int32]int64{}
-	for _, s := range *t.initial {
-		reserved[s.Device] += int64(s.TotalSize)
-	}
-	best := map[int32]uint64{}
-	from := map[int32]int64{}
+	var ooms []oomAt
+	delta := map[int32]int64{}
 	t.each(func(i int64, e *trace.Event) {
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			reserved[e.Device] += int64(e.Size)
+			delta[e.Device] += int64(e.Size)
 		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
-			reserved[e.Device] -= int64(e.Size)
+			delta[e.Device] -= int64(e.Size)
 		case trace.ActionOOM:
-			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
-			if c == 0 {
-				return // no free bytes recorded (an RMM log): no figure
-			}
-			if b, ok := best[e.Device]; !ok || c < b {
-				best[e.Device] = c
-				from[e.Device] = i
-			}
+			ooms = append(ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: delta[e.Device]})
 		}
 	})
+	return impliedFrom(t, ooms)
+}
+
+// impliedFrom is ImpliedCapacity from the trace's ooms.
+func impliedFrom(t *whole, ooms []oomAt) map[int32]int64 {
+	initial := map[int32]int64{}
+	for _, s := range *t.initial {
+		initial[s.Device] += int64(s.TotalSize)
+	}
+	best := map[int32]uint64{}
+	from := map[int32]int64{}
+	for _, o := range ooms {
+		c := o.free + uint64(max(initial[o.dev]+o.delta, 0))
+		if c == 0 {
+			continue // no free bytes recorded (an RMM log): no figure
+		}
+		if b, ok := best[o.dev]; !ok || c < b {
+			best[o.dev] = c
+			from[o.dev] = o.i
+		}
+	}
 	ids := make([]int32, 0, len(best))
 	for d := range best {
 		ids = append(ids, d)
@@ -465,8 +509,12 @@ func prepare(t *whole) (*Reconstruction, error) {
 		}
 		cfg = c
 	}
-	rec := reconstruct(t, cfg, nil)
-	impliedCapacity(t)
+	rec, ooms, walked := reconstructWalk(t, cfg, nil)
+	if walked {
+		impliedFrom(t, ooms)
+	} else {
+		impliedCapacity(t)
+	}
 	return rec, nil
 }
 
@@ -476,4 +524,81 @@ func RunTrace(t *trace.Trace, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return Run(t.NewReader(), opts)
+}
+
+// addrStates maps an address to its stNone..stFreed state: the
+// reconstruction's per-event lookup, a Go map's hashing and probing twice
+// per free (the lookup, then the update) before this. Open addressing with
+// linear probing, at most half full; entries are never removed.
+type addrStates struct {
+	slots []addrState
+	n     int
+	shift uint8
+}
+
+type addrState struct {
+	addr uint64
+	full bool
+	st   uint8
+}
+
+func (t *addrStates) home(addr uint64) int {
+	// Blocks are 512 B aligned: Fibonacci hashing takes the product's
+	// high bits.
+	return int((addr * 0x9E3779B97F4A7C15) >> t.shift)
+}
+
+// at returns the address's state, adding it as stNone if absent; the
+// pointer is valid until the next at.
+func (t *addrStates) at(addr uint64) *uint8 {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(addr); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if !s.full {
+			*s = addrState{addr: addr, full: true}
+			t.n++
+			return &s.st
+		}
+		if s.addr == addr {
+			return &s.st
+		}
+	}
+}
+
+// get returns the address's state, stNone if absent.
+func (t *addrStates) get(addr uint64) uint8 {
+	if t.n == 0 {
+		return stNone
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(addr); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if !s.full {
+			return stNone
+		}
+		if s.addr == addr {
+			return s.st
+		}
+	}
+}
+
+func (t *addrStates) grow() {
+	old := t.slots
+	n := max(64, 2*len(old))
+	t.slots = make([]addrState, n)
+	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
+	mask := n - 1
+	for _, s := range old {
+		if !s.full {
+			continue
+		}
+		i := t.home(s.addr)
+		for t.slots[i].full {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
+	}
 }
