@@ -135,10 +135,16 @@ func (r *EventCursor) Next(e *Event) error {
 		r.off = 0
 		c = r.l.chunks[r.chunk]
 	}
-	c = c[r.off:]
+	r.off += decodeEvent(c[r.off:], &r.prev, r.l.labels, e)
+	r.read++
+	return nil
+}
+
+// decodeEvent decodes the event at the start of c, the previous one's
+// state in p, and returns its length.
+func decodeEvent(c []byte, p *elState, labels []string, e *Event) int {
 	h := c[0]
 	i := 1
-	p := &r.prev
 	if h&elSameDevStr == 0 {
 		d, n := binary.Uvarint(c[i:])
 		i += n
@@ -167,11 +173,9 @@ func (r *EventCursor) Next(e *Event) error {
 	if h&elLabel != 0 {
 		s, n := binary.Uvarint(c[i:])
 		i += n
-		e.Label = r.l.labels[s]
+		e.Label = labels[s]
 	}
-	r.off += i
-	r.read++
-	return nil
+	return i
 }
 
 // Packed is a whole trace with its events in an EventLog: what Open
@@ -223,3 +227,69 @@ func (r *packedReader) Final() ([]Segment, bool) {
 	return r.p.Final, r.p.HasFinal
 }
 func (r *packedReader) Close() error { return nil }
+
+// EventObserver is given the events of a snapshot as it is imported
+// (ReadPyTorchObserved, OpenWith), on a goroutine of its own: a second
+// pass over the events (sim/replay's reconstruction) then runs beside the
+// import instead of after it.
+type EventObserver interface {
+	// Event is called with each event and its index, in order.
+	Event(i int64, e *Event)
+	// Restart says the import started over (a snapshot not laid out for
+	// streaming is imported again whole, see stream.go): forget the events
+	// seen so far; they come again.
+	Restart()
+}
+
+// observedLog is an EventLog whose full chunks go to an observer's
+// goroutine as they fill up; the chunks are never written again.
+type observedLog struct {
+	l    *EventLog
+	sent int
+	ch   chan elChunkMsg
+	done chan struct{}
+}
+
+type elChunkMsg struct {
+	b      []byte
+	labels []string // the labels so far: the log's slice may grow under the reader
+}
+
+func newObservedLog(obs EventObserver) *observedLog {
+	o := &observedLog{l: &EventLog{}, ch: make(chan elChunkMsg, 4), done: make(chan struct{})}
+	go func() {
+		defer close(o.done)
+		var st elState
+		var e Event
+		var i int64
+		for m := range o.ch {
+			for off := 0; off < len(m.b); i++ {
+				off += decodeEvent(m.b[off:], &st, m.labels, &e)
+				obs.Event(i, &e)
+			}
+		}
+	}()
+	return o
+}
+
+func (o *observedLog) add(e *Event) {
+	o.l.Append(e)
+	if len(o.l.chunks)-1 > o.sent {
+		o.ch <- elChunkMsg{o.l.chunks[o.sent], o.l.labels}
+		o.sent++
+	}
+}
+
+func (o *observedLog) reserve(int) {}
+
+// end sends what is left (when the import succeeded) and waits until the
+// observer has seen it.
+func (o *observedLog) end(ok bool) {
+	if ok {
+		for ; o.sent < len(o.l.chunks); o.sent++ {
+			o.ch <- elChunkMsg{o.l.chunks[o.sent], o.l.labels}
+		}
+	}
+	close(o.ch)
+	<-o.done
+}

@@ -62,7 +62,17 @@ func (o *Opened) Close() error {
 
 // Open opens a trace file of any supported format. An unknown format is a
 // *FormatError at byte offset 0.
-func Open(path string) (*Opened, error) {
+func Open(path string) (*Opened, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenOptions are Open's options.
+type OpenOptions struct {
+	// Observe, when set, is given a snapshot pickle's events while they
+	// are imported (ReadPyTorchObserved).
+	Observe EventObserver
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts OpenOptions) (*Opened, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -99,7 +109,12 @@ func Open(path string) (*Opened, error) {
 		f.Close()
 		// By path: the importer streams the file and checks declared
 		// lengths against its size.
-		p, err := ReadPyTorchPacked(path)
+		var p *Packed
+		if opts.Observe != nil {
+			p, err = ReadPyTorchObserved(path, opts.Observe)
+		} else {
+			p, err = ReadPyTorchPacked(path)
+		}
 		if err != nil {
 			return nil, err
 		}

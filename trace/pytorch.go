@@ -72,6 +72,29 @@ func ReadPyTorchPacked(path string) (*Packed, error) {
 	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: log, Final: t.Final, HasFinal: t.HasFinal}, nil
 }
 
+// ReadPyTorchObserved is ReadPyTorchPacked that also gives every event to
+// obs, on another goroutine, while the import goes on. It returns once obs
+// has seen them all.
+func ReadPyTorchObserved(path string, obs EventObserver) (*Packed, error) {
+	var t *Trace
+	var ol *observedLog
+	err := readPyTorchPath(path, func() (*Trace, eventSink) {
+		if ol != nil { // starting over
+			ol.end(false)
+			obs.Restart()
+		}
+		t, ol = newPTTrace(path), newObservedLog(obs)
+		return t, ol
+	})
+	if ol != nil {
+		ol.end(err == nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: ol.l, Final: t.Final, HasFinal: t.HasFinal}, nil
+}
+
 // ReadPyTorch reads a snapshot pickle. name is used in errors and as
 // Header.SourceFile. Bad input gives a *FormatError.
 func ReadPyTorch(r io.Reader, name string) (*Trace, error) {

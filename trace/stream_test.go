@@ -96,3 +96,106 @@ func TestStreamedImportWritten(t *testing.T) {
 	require.Equal(t, whole, got)
 	require.Len(t, got.Events, 3000)
 }
+
+// sharedEntrySnapshot has one entry dict twice in device 0's list (pickle
+// allows it; PyTorch never writes it): not streamable, it is imported
+// again whole.
+func sharedEntrySnapshot() any {
+	e := &pshared{pdict{{"action", "alloc"}, {"addr", int64(0x7f0000000000)}, {"size", 512}, {"stream", 0}}}
+	other := pdict{{"action", "free_requested"}, {"addr", int64(0x7f0000000000)}, {"size", 512}, {"stream", 0}}
+	return pdict{
+		{"segments", plist{}},
+		{"device_traces", plist{plist{e, other, e}, plist{other}}},
+	}
+}
+
+// TestStreamFallsBackToWhole: a snapshot whose layout streaming cannot
+// take (an entry referred to again after it was converted) is imported
+// whole, with the whole import's result, from memory and from a file.
+func TestStreamFallsBackToWhole(t *testing.T) {
+	for _, cpp := range []bool{false, true} {
+		data := encodePickle(sharedEntrySnapshot(), cpp)
+		_, _, err := streamedImport(data, "x")
+		require.ErrorIs(t, err, errNotStreamed)
+		whole, err := wholeImport(data, "x")
+		require.NoError(t, err)
+		require.Len(t, whole.Events, 4)
+		require.Equal(t, whole.Events[0], whole.Events[2])
+
+		got, err := ReadPyTorch(bytes.NewReader(data), "x")
+		require.NoError(t, err)
+		require.Equal(t, whole, got)
+
+		path := filepath.Join(t.TempDir(), "x")
+		require.NoError(t, os.WriteFile(path, data, 0o644))
+		whole.Header.SourceFile = path
+		fromFile, err := ReadPyTorchFile(path)
+		require.NoError(t, err)
+		require.Equal(t, whole, fromFile)
+
+		obs := &recordingObserver{}
+		p, err := ReadPyTorchObserved(path, obs)
+		require.NoError(t, err)
+		require.Equal(t, whole, p.Trace())
+		require.Equal(t, whole.Events, obs.events, "the observer sees the events of the import that counted")
+		require.Equal(t, 1, obs.restarts)
+	}
+}
+
+type recordingObserver struct {
+	events   []Event
+	restarts int
+}
+
+func (o *recordingObserver) Event(i int64, e *Event) {
+	if int64(len(o.events)) != i {
+		panic("events out of order")
+	}
+	o.events = append(o.events, *e)
+}
+func (o *recordingObserver) Restart() { o.events, o.restarts = nil, o.restarts+1 }
+
+// TestObservedImport: the observer sees every event of a real snapshot,
+// in order, spread over several chunks of the log.
+func TestObservedImport(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "big.pickle")
+	require.NoError(t, os.WriteFile(path, genPTSnapshot(400_000), 0o644))
+	obs := &recordingObserver{}
+	p, err := ReadPyTorchObserved(path, obs)
+	require.NoError(t, err)
+	require.Greater(t, len(p.Events.chunks), 2)
+	require.Equal(t, p.Trace().Events, obs.events)
+	require.Zero(t, obs.restarts)
+	require.Len(t, obs.events, 400_000)
+}
+
+// TestEventLogRoundTrip: packed events read back exactly, across chunks,
+// whatever their fields.
+func TestEventLogRoundTrip(t *testing.T) {
+	var l EventLog
+	var want []Event
+	for i := range 300000 {
+		e := Event{Action: Action(1 + i%int(numActions-1)), Device: int32(i % 3), Addr: uint64(i*7919) << 9,
+			Size: uint64(i * 13), Stream: uint64(i % 5), TimeUS: int64(i) * 3, Stack: StackID(i % 17)}
+		switch i % 97 {
+		case 0:
+			e.Addr, e.Size, e.Stream, e.TimeUS = ^uint64(0), ^uint64(0), ^uint64(0), -1<<63
+		case 1:
+			e.DeviceFree, e.Label = 123456789, "trial "+string(rune('a'+i%7))
+		case 2:
+			e.Device = 1<<31 - 1
+		}
+		want = append(want, e)
+		l.Append(&e)
+	}
+	require.Greater(t, len(l.chunks), 1)
+	for pass := 0; pass < 2; pass++ {
+		cur := l.Cursor()
+		var got []Event
+		var e Event
+		for cur.Next(&e) == nil {
+			got = append(got, e)
+		}
+		require.Equal(t, want, got)
+	}
+}

@@ -16,16 +16,12 @@ import (
 // openTrace opens a trace file and readies it for replay: a trace read
 // whole gets its initial state reconstructed and its capacity implied.
 func openTrace(path string) (*trace.Opened, error) {
-	o, err := trace.Open(path)
+	o, _, err := replay.OpenPrepared(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			return nil, inputError{err}
 		}
-		return nil, err
-	}
-	if _, err := replay.PrepareOpened(o); err != nil {
-		o.Close()
 		return nil, err
 	}
 	return o, nil

@@ -107,68 +107,95 @@ func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Rec
 		}
 		return nil, nil, false
 	}
-	devs := map[int32]*devWalk{}
-	walk := func(d int32) *devWalk {
-		w := devs[d]
-		if w == nil {
-			w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-				preLive: map[uint64]*preBlock{}}
-			devs[d] = w
-		}
-		return w
+	r := newReconWalk()
+	t.each(r.Event)
+	return r.finish(t, cfg, policy), r.ooms, true
+}
+
+// reconWalk is the reconstruction's walk over the events; it is a
+// trace.EventObserver, so that it can walk a snapshot while it is
+// imported (OpenPrepared).
+type reconWalk struct {
+	devs    map[int32]*devWalk
+	w       *devWalk
+	lastDev int32
+	ooms    []oomAt
+}
+
+func newReconWalk() *reconWalk { return &reconWalk{devs: map[int32]*devWalk{}} }
+
+// Restart forgets the events seen (trace.EventObserver).
+func (r *reconWalk) Restart() { *r = *newReconWalk() }
+
+func (r *reconWalk) walk(d int32) *devWalk {
+	w := r.devs[d]
+	if w == nil {
+		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
+			preLive: map[uint64]*preBlock{}}
+		r.devs[d] = w
 	}
-	var ooms []oomAt
-	var w *devWalk
-	lastDev := int32(-1)
-	t.each(func(i int64, e *trace.Event) {
-		if w == nil || e.Device != lastDev {
-			w, lastDev = walk(e.Device), e.Device
+	return w
+}
+
+// Event walks one event (trace.EventObserver).
+func (r *reconWalk) Event(i int64, e *trace.Event) {
+	if r.w == nil || e.Device != r.lastDev {
+		r.w, r.lastDev = r.walk(e.Device), e.Device
+	}
+	w := r.w
+	switch e.Action {
+	case trace.ActionAlloc:
+		*w.state.at(e.Addr) = stAllocated
+	case trace.ActionFreeRequested:
+		switch st := w.state.at(e.Addr); *st {
+		case stAllocated:
+			*st = stPending
+		case stNone:
+			*st = stPending
+			if _, seen := w.preLive[e.Addr]; !seen {
+				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
+			}
 		}
-		switch e.Action {
-		case trace.ActionAlloc:
-			*w.state.at(e.Addr) = stAllocated
-		case trace.ActionFreeRequested:
-			switch st := w.state.at(e.Addr); *st {
-			case stAllocated:
-				*st = stPending
-			case stNone:
-				*st = stPending
-				if _, seen := w.preLive[e.Addr]; !seen {
-					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
-				}
+	case trace.ActionFreeCompleted:
+		switch st := w.state.at(e.Addr); *st {
+		case stPending:
+			// Remembered: a later free of the address is a double
+			// free, not a block from before the trace.
+			*st = stFreed
+		case stNone:
+			if _, seen := w.preLive[e.Addr]; !seen {
+				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
 			}
-		case trace.ActionFreeCompleted:
-			switch st := w.state.at(e.Addr); *st {
-			case stPending:
-				// Remembered: a later free of the address is a double
-				// free, not a block from before the trace.
-				*st = stFreed
-			case stNone:
-				if _, seen := w.preLive[e.Addr]; !seen {
-					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
-				}
-			}
-		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-			w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
-			if e.Action == trace.ActionSegmentMap {
-				w.reserved += int64(e.Size)
-			} else {
-				w.reserved -= int64(e.Size)
-			}
-		case trace.ActionOOM:
-			ooms = append(ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: w.reserved})
-		case trace.ActionSegmentAlloc:
+		}
+	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+		w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
+		if e.Action == trace.ActionSegmentMap {
 			w.reserved += int64(e.Size)
-			w.created[e.Addr] = true
-		case trace.ActionSegmentFree:
+		} else {
 			w.reserved -= int64(e.Size)
-			if w.created[e.Addr] {
-				delete(w.created, e.Addr)
-			} else if _, seen := w.pre[e.Addr]; !seen {
-				w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
-			}
 		}
-	})
+	case trace.ActionOOM:
+		r.ooms = append(r.ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: w.reserved})
+	case trace.ActionSegmentAlloc:
+		w.reserved += int64(e.Size)
+		w.created[e.Addr] = true
+	case trace.ActionSegmentFree:
+		w.reserved -= int64(e.Size)
+		if w.created[e.Addr] {
+			delete(w.created, e.Addr)
+		} else if _, seen := w.pre[e.Addr]; !seen {
+			w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+		}
+	}
+}
+
+// finish adds what the final segments say and lays out the initial
+// state, once every event was walked.
+func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	if policy == nil {
+		policy = allocator.PyTorch{}
+	}
+	devs, walk := r.devs, r.walk
 	if t.hasFinal {
 		for i := range t.final {
 			s := &t.final[i]
@@ -216,7 +243,7 @@ func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Rec
 		}
 	}
 	if len(out) == 0 {
-		return nil, ooms, true
+		return nil
 	}
 	rec.Segments = len(out)
 	for _, s := range out {
@@ -227,7 +254,7 @@ func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Rec
 	*t.initial = out
 	*t.reconstructed = true
 	t.header.Notes = append(t.header.Notes, rec.Notes...)
-	return rec, ooms, true
+	return rec
 }
 
 const (
@@ -488,6 +515,35 @@ func Prepare(t *trace.Trace) (*Reconstruction, error) { return prepare(wholeOf(t
 // copy of them.
 func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(packedOf(p)) }
 
+// OpenPrepared opens a trace file (trace.Open) and prepares what it holds
+// whole (PrepareOpened). A snapshot pickle's events are walked for the
+// reconstruction on a second goroutine while they are imported, rather
+// than after.
+func OpenPrepared(path string) (*trace.Opened, *Reconstruction, error) {
+	walk := newReconWalk()
+	o, err := trace.OpenWith(path, trace.OpenOptions{Observe: walk})
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Packed == nil || o.Packed.Initial != nil {
+		rec, err := PrepareOpened(o)
+		if err != nil {
+			o.Close()
+			return nil, nil, err
+		}
+		return o, rec, nil
+	}
+	t := packedOf(o.Packed)
+	cfg, err := recordedConfig(t)
+	if err != nil {
+		o.Close()
+		return nil, nil, err
+	}
+	rec := walk.finish(t, cfg, nil)
+	impliedFrom(t, walk.ooms)
+	return o, rec, nil
+}
+
 // PrepareOpened prepares whatever trace o holds whole (nothing for a
 // streamed native trace, which records its own initial state).
 func PrepareOpened(o *trace.Opened) (*Reconstruction, error) {
@@ -500,14 +556,22 @@ func PrepareOpened(o *trace.Opened) (*Reconstruction, error) {
 	return nil, nil
 }
 
+// recordedConfig is the recording allocator's configuration.
+func recordedConfig(t *whole) (config.Config, error) {
+	if t.header.AllocatorSettings == nil {
+		return config.Default(), nil
+	}
+	c, err := config.FromAllocatorSettings(t.header.AllocatorSettings)
+	if err != nil {
+		return c, &trace.FormatError{File: t.header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
+	}
+	return c, nil
+}
+
 func prepare(t *whole) (*Reconstruction, error) {
-	cfg := config.Default()
-	if t.header.AllocatorSettings != nil {
-		c, err := config.FromAllocatorSettings(t.header.AllocatorSettings)
-		if err != nil {
-			return nil, &trace.FormatError{File: t.header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
-		}
-		cfg = c
+	cfg, err := recordedConfig(t)
+	if err != nil {
+		return nil, err
 	}
 	rec, ooms, walked := reconstructWalk(t, cfg, nil)
 	if walked {
