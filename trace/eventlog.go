@@ -241,55 +241,72 @@ type EventObserver interface {
 	Restart()
 }
 
-// observedLog is an EventLog whose full chunks go to an observer's
-// goroutine as they fill up; the chunks are never written again.
-type observedLog struct {
-	l    *EventLog
-	sent int
-	ch   chan elChunkMsg
-	done chan struct{}
+// pipeLog packs a snapshot's events on a goroutine of its own, beside
+// the import: the importer hands them over in batches, the goroutine
+// appends them to the EventLog and gives each to the observer, if any, so
+// packing and the observer's pass cost the import (the longest part of
+// opening a snapshot) nothing but the copy into a batch.
+type pipeLog struct {
+	l     *EventLog
+	batch []Event
+	ch    chan []Event
+	free  chan []Event
+	done  chan struct{}
 }
 
-type elChunkMsg struct {
-	b      []byte
-	labels []string // the labels so far: the log's slice may grow under the reader
-}
+const pipeBatch = 4096
 
-func newObservedLog(obs EventObserver) *observedLog {
-	o := &observedLog{l: &EventLog{}, ch: make(chan elChunkMsg, 4), done: make(chan struct{})}
+func newPipeLog(obs EventObserver) *pipeLog {
+	p := &pipeLog{l: &EventLog{}, ch: make(chan []Event, 4), free: make(chan []Event, 6), done: make(chan struct{})}
+	p.batch = make([]Event, 0, pipeBatch)
 	go func() {
-		defer close(o.done)
-		var st elState
-		var e Event
+		defer close(p.done)
 		var i int64
-		for m := range o.ch {
-			for off := 0; off < len(m.b); i++ {
-				off += decodeEvent(m.b[off:], &st, m.labels, &e)
-				obs.Event(i, &e)
+		for b := range p.ch {
+			for k := range b {
+				p.l.Append(&b[k])
+				if obs != nil {
+					obs.Event(i, &b[k])
+				}
+				i++
+			}
+			select {
+			case p.free <- b[:0]:
+			default:
 			}
 		}
 	}()
-	return o
+	return p
 }
 
-func (o *observedLog) add(e *Event) {
-	o.l.Append(e)
-	if len(o.l.chunks)-1 > o.sent {
-		o.ch <- elChunkMsg{o.l.chunks[o.sent], o.l.labels}
-		o.sent++
-	}
+func (p *pipeLog) next() *Event {
+	p.batch = p.batch[:len(p.batch)+1]
+	e := &p.batch[len(p.batch)-1]
+	*e = Event{}
+	return e
 }
 
-func (o *observedLog) reserve(int) {}
-
-// end sends what is left (when the import succeeded) and waits until the
-// observer has seen it.
-func (o *observedLog) end(ok bool) {
-	if ok {
-		for ; o.sent < len(o.l.chunks); o.sent++ {
-			o.ch <- elChunkMsg{o.l.chunks[o.sent], o.l.labels}
+// commit keeps the event next returned: the batch is full at pipeBatch.
+func (p *pipeLog) commit() {
+	if len(p.batch) == pipeBatch {
+		p.ch <- p.batch
+		select {
+		case p.batch = <-p.free:
+		default:
+			p.batch = make([]Event, 0, pipeBatch)
 		}
 	}
-	close(o.ch)
-	<-o.done
+}
+
+func (p *pipeLog) reserve(int) {}
+
+// end hands over what is left (when the import succeeded) and waits until
+// every event is packed and observed.
+func (p *pipeLog) end(ok bool) {
+	if ok && len(p.batch) > 0 {
+		p.ch <- p.batch
+	}
+	p.batch = nil
+	close(p.ch)
+	<-p.done
 }

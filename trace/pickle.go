@@ -355,13 +355,13 @@ type unpickler struct {
 	st *streamState
 }
 
-const (
-	// pickleWindow is the read size of a streamed input.
-	pickleWindow = 1 << 20
-	// pickleLookahead is what the opcode loop keeps in the window before
-	// an opcode: every fixed-size opcode fits.
-	pickleLookahead = 16
-)
+// pickleWindow is the read size of a streamed input (a variable for the
+// tests, which shrink it to refill at every opcode).
+var pickleWindow = 1 << 20
+
+// pickleLookahead is what the opcode loop keeps in the window before an
+// opcode: every fixed-size opcode fits.
+const pickleLookahead = 16
 
 // unpickle decodes one pickle from data, building the whole object graph.
 // Bytes after STOP are ignored, as pickle.load does.

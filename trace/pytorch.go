@@ -58,41 +58,32 @@ func ReadPyTorchFile(path string) (*Trace, error) {
 
 // ReadPyTorchPacked reads a snapshot pickle from a file with its events
 // packed: what Open does. Streamed (stream.go), it holds the file's
-// strings, frames and stacks and about 10 bytes an event, not the file.
-func ReadPyTorchPacked(path string) (*Packed, error) {
-	var t *Trace
-	var log *EventLog
-	err := readPyTorchPath(path, func() (*Trace, eventSink) {
-		t, log = newPTTrace(path), &EventLog{}
-		return t, logSink{log}
-	})
-	if err != nil {
-		return nil, err
-	}
-	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: log, Final: t.Final, HasFinal: t.HasFinal}, nil
-}
+// strings, frames and stacks and about 8 bytes an event, not the file.
+func ReadPyTorchPacked(path string) (*Packed, error) { return ReadPyTorchObserved(path, nil) }
 
 // ReadPyTorchObserved is ReadPyTorchPacked that also gives every event to
-// obs, on another goroutine, while the import goes on. It returns once obs
-// has seen them all.
+// obs (if not nil), on another goroutine, while the import goes on. It
+// returns once obs has seen them all.
 func ReadPyTorchObserved(path string, obs EventObserver) (*Packed, error) {
 	var t *Trace
-	var ol *observedLog
+	var pl *pipeLog
 	err := readPyTorchPath(path, func() (*Trace, eventSink) {
-		if ol != nil { // starting over
-			ol.end(false)
-			obs.Restart()
+		if pl != nil { // starting over
+			pl.end(false)
+			if obs != nil {
+				obs.Restart()
+			}
 		}
-		t, ol = newPTTrace(path), newObservedLog(obs)
-		return t, ol
+		t, pl = newPTTrace(path), newPipeLog(obs)
+		return t, pl
 	})
-	if ol != nil {
-		ol.end(err == nil)
+	if pl != nil {
+		pl.end(err == nil)
 	}
 	if err != nil {
 		return nil, err
 	}
-	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: ol.l, Final: t.Final, HasFinal: t.HasFinal}, nil
+	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: pl.l, Final: t.Final, HasFinal: t.HasFinal}, nil
 }
 
 // ReadPyTorch reads a snapshot pickle. name is used in errors and as
@@ -212,23 +203,26 @@ func newPTTrace(name string) *Trace {
 
 // eventSink receives the converted events in order.
 type eventSink interface {
-	add(e *Event)
+	// next returns a zeroed event to convert into; commit keeps it. A
+	// conversion that fails does not commit, and ends the import: the
+	// sink is then dropped.
+	next() *Event
+	commit()
 	reserve(n int)
 }
 
 type sliceSink struct{ t *Trace }
 
-func (s *sliceSink) add(e *Event) { s.t.Events = append(s.t.Events, *e) }
+func (s *sliceSink) next() *Event {
+	s.t.Events = append(s.t.Events, Event{})
+	return &s.t.Events[len(s.t.Events)-1]
+}
+func (s *sliceSink) commit() {}
 func (s *sliceSink) reserve(n int) {
 	if s.t.Events == nil {
 		s.t.Events = make([]Event, 0, n)
 	}
 }
-
-type logSink struct{ l *EventLog }
-
-func (s logSink) add(e *Event)  { s.l.Append(e) }
-func (s logSink) reserve(n int) {}
 
 // readInput reads r whole. When r knows its size (bytes.Reader, a regular
 // file) the buffer is allocated once: io.ReadAll's doubling copied and
@@ -635,12 +629,11 @@ func (c *ptConv) traces(v pv) *convErr {
 		// visible device), even if nothing happened on it.
 		c.devices[int32(d)] = true
 		for i, ev := range c.p.list(dv).items {
-			var e Event
-			if err := c.event(&e, ev, int32(d)); err != nil {
+			if err := c.event(c.sink.next(), ev, int32(d)); err != nil {
 				err.event = int64(n)
 				return err.in(fmt.Sprintf("[%d][%d]", d, i))
 			}
-			c.sink.add(&e)
+			c.sink.commit()
 			n++
 		}
 	}

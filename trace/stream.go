@@ -81,7 +81,6 @@ type streamState struct {
 	serials   int64 // entries converted
 	appended  int64 // entries appended to their trace lists
 	pendDev   int   // the trace list of the entries converted, not yet appended
-	ev        Event // the entry being converted (a local would escape to the heap)
 }
 
 // traceRun is what a trace list holds: the serials first..first+n-1.
@@ -154,15 +153,13 @@ func (u *unpickler) closeEntry(start int) error {
 	if st.entryPos != n-1 || u.stack[n-1] != e {
 		return u.shapef(start, "a trace entry left the stack before it was appended to its list")
 	}
-	ev := &st.ev
-	*ev = Event{}
 	if err := c.spend(1); err != nil {
 		return u.shapef(start, "trace entry %d: %s", st.serials, err.msg)
 	}
-	if err := c.event(ev, e, int32(st.entryDev)); err != nil {
+	if err := c.event(c.sink.next(), e, int32(st.entryDev)); err != nil {
 		return u.shapef(start, "trace entry %d%s: %s", st.serials, err.path, err.msg)
 	}
-	c.sink.add(ev)
+	c.sink.commit()
 	// What the memo kept from inside the entry becomes what it was
 	// converted to; anything else there may not be referred to again.
 	for i := st.memoW; i < len(u.memo); i++ {

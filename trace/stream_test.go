@@ -199,3 +199,33 @@ func TestEventLogRoundTrip(t *testing.T) {
 		require.Equal(t, want, got)
 	}
 }
+
+// TestFileWindowMatchesMemory: a file read through a small window (a
+// refill every few opcodes, strings longer than the window) imports as
+// the same bytes in memory do, and a file cut anywhere fails with the
+// same error at the same byte offset.
+func TestFileWindowMatchesMemory(t *testing.T) {
+	defer func(w int) { pickleWindow = w }(pickleWindow)
+	pickleWindow = 24
+	tr := smallPTSnapshot()
+	long := pdict{{"action", "snapshot"}, {"note", string(bytes.Repeat([]byte("x"), 300))}}
+	tr.(pdict)[1].v.(plist)[0] = append(tr.(pdict)[1].v.(plist)[0].(plist), long)
+	dir := t.TempDir()
+	for _, cpp := range []bool{false, true} {
+		data := encodePickle(tr, cpp)
+		for n := 0; n <= len(data); n++ {
+			path := filepath.Join(dir, "cut.pickle")
+			require.NoError(t, os.WriteFile(path, data[:n], 0o644))
+			want, werr := ReadPyTorch(bytes.NewReader(data[:n]), path)
+			got, err := ReadPyTorchFile(path)
+			if werr != nil {
+				require.Error(t, err, "cut at %d", n)
+				require.Equal(t, werr.Error(), err.Error(), "cut at %d", n)
+				continue
+			}
+			require.NoError(t, err, "cut at %d", n)
+			require.Equal(t, want, got, "cut at %d", n)
+			require.Len(t, got.Events, 3)
+		}
+	}
+}
