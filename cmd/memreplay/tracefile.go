@@ -15,8 +15,10 @@ import (
 
 // openTrace opens a trace file and readies it for replay: a trace read
 // whole gets its initial state reconstructed and its capacity implied.
-func openTrace(path string) (*trace.Opened, error) {
-	o, _, err := replay.OpenPrepared(path)
+// also observes a snapshot pickle's events while it is imported
+// (replay.OpenPrepared).
+func openTrace(path string, also ...trace.EventObserver) (*trace.Opened, error) {
+	o, _, err := replay.OpenPrepared(path, also...)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {

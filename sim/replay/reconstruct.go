@@ -518,10 +518,15 @@ func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(pa
 // OpenPrepared opens a trace file (trace.Open) and prepares what it holds
 // whole (PrepareOpened). A snapshot pickle's events are walked for the
 // reconstruction on a second goroutine while they are imported, rather
-// than after.
-func OpenPrepared(path string) (*trace.Opened, *Reconstruction, error) {
+// than after; the observers in also, if any, are given them there too
+// (only for a snapshot pickle: o.Packed is then set).
+func OpenPrepared(path string, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
 	walk := newReconWalk()
-	o, err := trace.OpenWith(path, trace.OpenOptions{Observe: walk})
+	var obs trace.EventObserver = walk
+	if len(also) > 0 {
+		obs = observers(append([]trace.EventObserver{walk}, also...))
+	}
+	o, err := trace.OpenWith(path, trace.OpenOptions{Observe: obs})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -542,6 +547,21 @@ func OpenPrepared(path string) (*trace.Opened, *Reconstruction, error) {
 	rec := walk.finish(t, cfg, nil)
 	impliedFrom(t, walk.ooms)
 	return o, rec, nil
+}
+
+// observers gives each event to each observer in turn.
+type observers []trace.EventObserver
+
+func (os observers) Event(i int64, e *trace.Event) {
+	for _, o := range os {
+		o.Event(i, e)
+	}
+}
+
+func (os observers) Restart() {
+	for _, o := range os {
+		o.Restart()
+	}
 }
 
 // PrepareOpened prepares whatever trace o holds whole (nothing for a
