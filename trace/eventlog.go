@@ -1,8 +1,8 @@
 package trace
 
 // EventLog stores events packed, for traces held whole that would be too
-// big as []Event (72 bytes an event and a string header): a snapshot of
-// 25 million entries is 1.8 GB as []Event, about 10 bytes an event here.
+// big as []Event (72 bytes an event, the label's string header included): a snapshot of
+// 25 million entries is 1.8 GB as []Event, about 8 bytes an event here.
 //
 // Each event is a header byte and varints. The header holds the action
 // (low 4 bits) and which optional fields follow: a stack, device_free, a

@@ -41,9 +41,15 @@ package trace
 // an unsigned 64-bit value needs a 9-byte LONG1 in two's complement and is
 // kept as a uint64.
 //
-// Against hostile input: the whole input is in memory and every declared
-// length (strings, bytes, LONG4, FRAME) is checked against what is left
-// before anything is allocated, so memory stays proportional to the input;
+// Input. A file is read through a window the opcode loop refills (more),
+// so a snapshot of a gigabyte is never held whole; an input already in
+// memory is one window. While a snapshot is decoded, its trace entries
+// can be streamed to the importer and freed (stream.go).
+//
+// Against hostile input: every declared length (strings, bytes, LONG4,
+// FRAME) is checked against what is left of the input (the file's size,
+// taken when it was opened) before anything is allocated, so memory stays
+// proportional to the input;
 // open MARKs are capped (real pickles nest a handful deep); pops never
 // cross the innermost MARK (Python's C unpickler's "stack underflow"
 // rule); a memo index must have been stored before it is read. The object

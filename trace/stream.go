@@ -37,13 +37,20 @@ package trace
 // was complete, a trace list referred to from elsewhere, lists filled out
 // of order); a snapshot pickled that way decodes to a shapeError, naming
 // the byte offset, and the import starts again on the whole object graph
-// (readPyTorchStream's caller), so the result is always the one the whole
+// (readPyTorchPath, readPyTorchData), so the result is always the one the whole
 // graph gives, only the memory differs.
 //
 // The segments dict comes before device_traces in PyTorch's snapshots and
 // is converted after decoding, as before; its stacks are interned when dt
 // is found (preIntern), so that stacks are numbered in the order the
 // whole-graph import numbers them: segments first, then entries.
+//
+// What still grows with the entries, besides the events: the memo slot of
+// a memoised entry or frame list (8 bytes each; Python's pickler memoises
+// every dict and list, memreplay's writer only shared ones), and the
+// stack when a whole device list is pushed before one APPENDS (8 bytes an
+// entry until then; PyTorch's C++ pickler does that, Python's and
+// memreplay's write batches of 1000).
 
 import "fmt"
 
