@@ -7,8 +7,9 @@
 # each round, one after the other on the same file:
 #  - python: pickle.load(open(f, "rb")) timed inside Python (perf_counter,
 #    3 loads, the interpreter's start not counted), and
-#  - go: BenchmarkImportFile (trace.ReadPyTorchFile: read, unpickle,
-#    convert; 3 imports).
+#  - go: BenchmarkImportFile (trace.ReadPyTorchPacked, as trace.Open
+#    imports: streamed, each entry converted as it completes, the events
+#    packed; 3 imports).
 # and prints both times per load and their ratio. Interleaving the two
 # keeps the ratio meaningful on a shared, loaded machine, where absolute
 # times move with the load; the median round is the figure. Then the

@@ -47,10 +47,8 @@ func TestReplayConsistency(t *testing.T) {
 				o, err := trace.Open(f)
 				require.NoError(t, err)
 				defer o.Close()
-				if o.Trace != nil {
-					_, err := replay.Prepare(o.Trace)
-					require.NoError(t, err)
-				}
+				_, err = replay.PrepareOpened(o)
+				require.NoError(t, err)
 				p := profiler.New(o.Reader.Stacks(), profiler.Options{MaxSamples: 64})
 				res, err := replay.Run(o.Reader, replay.Options{Name: f, Recorder: p, Lenient: true, OOM: replay.OOMSkip, Config: conf})
 				require.NoError(t, err)

@@ -173,7 +173,9 @@ type Header struct {
 }
 
 // Trace is a whole trace in memory. Readers that stream (Reader) never
-// build one; importers of formats that cannot be streamed do.
+// build one; importers of formats that cannot be streamed do. Open holds
+// a snapshot pickle as a Packed instead (eventlog.go): the same trace with
+// its events packed, for snapshots of tens of millions of events.
 type Trace struct {
 	Header  Header
 	Stacks  *Stacks

@@ -32,14 +32,17 @@ func Detect(prefix []byte) (Format, bool) {
 }
 
 // Opened is a trace file ready to read: a streaming Reader for the native
-// format, and also the whole Trace for formats that are read at once
-// (pickles, RMM logs), which a replay may then complete (sim/replay's
-// Prepare reconstructs the state before a partial trace).
+// format; for formats that are read at once, also the whole trace, which a
+// replay may then complete (sim/replay's Prepare and PreparePacked
+// reconstruct the state before a partial trace): Packed for snapshot
+// pickles, whose events are kept packed (they can be tens of millions),
+// Trace for RMM logs.
 type Opened struct {
 	Path   string
 	Format Format
 	Reader Reader
-	Trace  *Trace // nil for streamed formats
+	Trace  *Trace  // RMM logs; nil otherwise
+	Packed *Packed // snapshot pickles; nil otherwise
 	file   *os.File
 }
 
@@ -59,7 +62,17 @@ func (o *Opened) Close() error {
 
 // Open opens a trace file of any supported format. An unknown format is a
 // *FormatError at byte offset 0.
-func Open(path string) (*Opened, error) {
+func Open(path string) (*Opened, error) { return OpenWith(path, OpenOptions{}) }
+
+// OpenOptions are Open's options.
+type OpenOptions struct {
+	// Observe, when set, is given a snapshot pickle's events while they
+	// are imported (ReadPyTorchObserved).
+	Observe EventObserver
+}
+
+// OpenWith is Open with options.
+func OpenWith(path string, opts OpenOptions) (*Opened, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -94,12 +107,18 @@ func Open(path string) (*Opened, error) {
 		return o, nil
 	case FormatPyTorch:
 		f.Close()
-		// By path: the importer sizes its buffer from the file.
-		t, err := ReadPyTorchFile(path)
+		// By path: the importer streams the file and checks declared
+		// lengths against its size.
+		var p *Packed
+		if opts.Observe != nil {
+			p, err = ReadPyTorchObserved(path, opts.Observe)
+		} else {
+			p, err = ReadPyTorchPacked(path)
+		}
 		if err != nil {
 			return nil, err
 		}
-		o.Trace, o.Reader = t, t.NewReader()
+		o.Packed, o.Reader = p, p.NewReader()
 	case FormatRMM:
 		t, err := ReadRMM(br, path)
 		f.Close()

@@ -41,9 +41,15 @@ package trace
 // an unsigned 64-bit value needs a 9-byte LONG1 in two's complement and is
 // kept as a uint64.
 //
-// Against hostile input: the whole input is in memory and every declared
-// length (strings, bytes, LONG4, FRAME) is checked against what is left
-// before anything is allocated, so memory stays proportional to the input;
+// Input. A file is read through a window the opcode loop refills (more),
+// so a snapshot of a gigabyte is never held whole; an input already in
+// memory is one window. While a snapshot is decoded, its trace entries
+// can be streamed to the importer and freed (stream.go).
+//
+// Against hostile input: every declared length (strings, bytes, LONG4,
+// FRAME) is checked against what is left of the input (the file's size,
+// taken when it was opened) before anything is allocated, so memory stays
+// proportional to the input;
 // open MARKs are capped (real pickles nest a handful deep); pops never
 // cross the innermost MARK (Python's C unpickler's "stack underflow"
 // rule); a memo index must have been stored before it is read. The object
@@ -59,6 +65,7 @@ package trace
 import (
 	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"strconv"
 )
@@ -80,6 +87,12 @@ const (
 	pkList         // payload: index in lists
 	pkTuple        // payload: index in lists (a tuple is never changed)
 	pkDict         // payload: index in dicts
+	// Kinds that exist only while a snapshot is streamed (stream.go): what
+	// is left of an object after the importer consumed it.
+	pkEntry // payload: serial of a trace entry already converted to an event
+	pkStack // payload: the StackID a frame list was converted to
+	pkFrame // payload: the frame index a frame dict was converted to
+	pkDead  // a consumed object nothing may refer to again
 )
 
 const (
@@ -114,8 +127,10 @@ func (v pv) typeName() string {
 		return "list"
 	case pkTuple:
 		return "tuple"
-	case pkDict:
+	case pkDict, pkEntry, pkFrame:
 		return "dict"
+	case pkStack:
+		return "list"
 	}
 	return "?"
 }
@@ -126,6 +141,9 @@ type pyList struct {
 	// tag is the importer's cache for this object: StackID+1 once the list
 	// was converted as a frame list, 0 before.
 	tag uint32
+	// trace is, for a device's trace list whose entries are streamed
+	// (stream.go), its index in streamState.traces plus one; 0 otherwise.
+	trace uint32
 }
 
 // pyDict is a Python dict: items in insertion order (see the file comment
@@ -149,13 +167,20 @@ type pyArena[T any] struct {
 const pyArenaShift = 10
 
 func (a *pyArena[T]) alloc() (int, *T) {
-	if a.n&(1<<pyArenaShift-1) == 0 {
+	if a.n>>pyArenaShift == len(a.chunks) {
 		a.chunks = append(a.chunks, make([]T, 1<<pyArenaShift))
 	}
 	i := a.n
 	a.n++
-	return i, &a.chunks[i>>pyArenaShift][i&(1<<pyArenaShift-1)]
+	p := &a.chunks[i>>pyArenaShift][i&(1<<pyArenaShift-1)]
+	var zero T
+	*p = zero // a slot freed by truncate is handed out again
+	return i, p
 }
+
+// truncate frees every element from n on, for reuse; the caller
+// guarantees nothing refers to them any more. The chunks stay allocated.
+func (a *pyArena[T]) truncate(n int) { a.n = n }
 
 func (a *pyArena[T]) at(i uint64) *T { return &a.chunks[i>>pyArenaShift][i&(1<<pyArenaShift-1)] }
 
@@ -307,26 +332,47 @@ func pickleOpName(op byte) string {
 // unpickler is one decoding run.
 type unpickler struct {
 	pickled
-	file  string
-	data  []byte
-	stack []pv
-	marks []int // stack lengths at each open MARK
-	fence int   // len(stack) at the innermost MARK; pops stop there
+	file string
+	// The input: data holds the input's bytes from byte offset base on.
+	// An input in memory is one window (src nil, eof set); a file is read
+	// through a window that the opcode loop refills as it reaches its end
+	// (fill), so no more than a window and the longest string are held.
+	data   []byte
+	buf    []byte // data's backing array, full capacity
+	base   int64
+	size   int64 // the input's size: len(data) in memory, the file's size
+	src    io.Reader
+	eof    bool  // src has no more bytes (always set for inputs in memory)
+	srcErr error // the read error that ended src, if not io.EOF
+	stack  []pv
+	marks  []int // stack lengths at each open MARK
+	fence  int   // len(stack) at the innermost MARK; pops stop there
 	// memo: indices 0..len(memo)-1 in a slice (every real pickler stores
 	// them in order), any other index in sparse.
 	memo      []pv
 	sparse    map[uint64]pv
-	memoCount int // distinct indices stored: MEMOIZE's next index
-	frameEnd  int // end of the current FRAME, 0 outside frames
+	memoCount int   // distinct indices stored: MEMOIZE's next index
+	frameEnd  int64 // byte offset of the end of the current FRAME, 0 outside frames
 	// Slabs the containers' first items are carved from.
 	pvSlab   []pv
 	itemSlab []pyItem
+	// st streams a snapshot's trace entries (stream.go); nil decodes the
+	// whole object graph.
+	st *streamState
 }
 
-// unpickle decodes one pickle from data. Bytes after STOP are ignored, as
-// pickle.load does.
+// pickleWindow is the read size of a streamed input (a variable for the
+// tests, which shrink it to refill at every opcode).
+var pickleWindow = 1 << 20
+
+// pickleLookahead is what the opcode loop keeps in the window before an
+// opcode: every fixed-size opcode fits.
+const pickleLookahead = 16
+
+// unpickle decodes one pickle from data, building the whole object graph.
+// Bytes after STOP are ignored, as pickle.load does.
 func unpickle(data []byte, file string) (*pickled, error) {
-	u := &unpickler{file: file, data: data}
+	u := newMemUnpickler(data, file)
 	root, err := u.run()
 	if err != nil {
 		return nil, err
@@ -335,8 +381,56 @@ func unpickle(data []byte, file string) (*pickled, error) {
 	return &u.pickled, nil
 }
 
+func newMemUnpickler(data []byte, file string) *unpickler {
+	return &unpickler{file: file, data: data, buf: data, size: int64(len(data)), eof: true}
+}
+
+// newFileUnpickler reads size bytes (the file's size when opened) from
+// src through a window.
+func newFileUnpickler(src io.Reader, size int64, file string) *unpickler {
+	buf := make([]byte, 0, pickleWindow)
+	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src}
+}
+
+// more keeps the window's bytes from from on, moves them to its start,
+// and reads until n bytes follow pos or the input ends. It returns from
+// and pos in the new window (from is then 0). The caller checks n against
+// what is left of the input (left) first, so a declared length cannot
+// make it allocate beyond the input's size.
+func (u *unpickler) more(from, pos, n int) (int, int) {
+	if u.eof {
+		return from, pos
+	}
+	keep := len(u.data) - from
+	need := pos - from + n
+	if cap(u.buf) < need {
+		nb := make([]byte, keep, max(need, 2*cap(u.buf)))
+		copy(nb, u.data[from:])
+		u.buf = nb
+	} else {
+		copy(u.buf[:keep], u.data[from:])
+	}
+	u.base += int64(from)
+	u.data = u.buf[:keep]
+	pos -= from
+	for len(u.data)-pos < n && !u.eof {
+		m, err := u.src.Read(u.buf[len(u.data):cap(u.buf)])
+		u.data = u.buf[:len(u.data)+m]
+		if err != nil {
+			u.eof = true
+			if err != io.EOF {
+				u.srcErr = err
+			}
+		}
+	}
+	return 0, pos
+}
+
+// left is what the input holds from window position pos on.
+func (u *unpickler) left(pos int) int64 { return u.size - u.base - int64(pos) }
+
 func (u *unpickler) errf(off int, format string, args ...any) *FormatError {
-	return &FormatError{File: u.file, Offset: int64(off), Event: -1, Msg: fmt.Sprintf(format, args...)}
+	return &FormatError{File: u.file, Offset: u.base + int64(off), Event: -1, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (u *unpickler) truncated(off int, op byte, need, left int) *FormatError {
@@ -348,6 +442,33 @@ func (u *unpickler) underflow(off int, op byte) *FormatError {
 		return u.errf(off, "%s: stack underflow (no value after the MARK at the stack top)", pickleOpName(op))
 	}
 	return u.errf(off, "%s: stack underflow", pickleOpName(op))
+}
+
+// endOfInput is the error when the input ends where an opcode should be.
+func (u *unpickler) endOfInput(pos int) error {
+	if u.srcErr != nil {
+		return &FormatError{File: u.file, Offset: u.base + int64(pos), Event: -1, Msg: "reading", Err: u.srcErr}
+	}
+	return u.errf(pos, "truncated: input ends before STOP")
+}
+
+// sized reads the n bytes a length-prefixed opcode at start declares,
+// its payload starting at pos. ok is false, with the error, when the
+// input has fewer. The slice is valid until the next call that reads.
+func (u *unpickler) sized(start, pos int, op byte, n uint64) (b []byte, newStart, newPos int, err error) {
+	if l := u.left(pos); n > uint64(max(l, 0)) {
+		return nil, start, pos, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, l)
+	}
+	if uint64(len(u.data)-pos) < n {
+		start, pos = u.more(start, pos, int(n))
+		if uint64(len(u.data)-pos) < n { // the file shrank
+			if u.srcErr != nil {
+				return nil, start, pos, &FormatError{File: u.file, Offset: u.base + int64(start), Event: -1, Msg: "reading", Err: u.srcErr}
+			}
+			return nil, start, pos, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(u.data)-pos)
+		}
+	}
+	return u.data[pos : pos+int(n)], start, pos + int(n), nil
 }
 
 func (u *unpickler) memoPut(idx uint64, v pv) {
@@ -445,8 +566,12 @@ func (u *unpickler) run() (pv, error) {
 	data := u.data
 	pos := 0
 	for {
+		if len(data)-pos < pickleLookahead && !u.eof {
+			_, pos = u.more(pos, pos, pickleLookahead)
+			data = u.data
+		}
 		if pos >= len(data) {
-			return 0, u.errf(pos, "truncated: input ends before STOP")
+			return 0, u.endOfInput(pos)
 		}
 		start := pos
 		op := data[pos]
@@ -470,6 +595,9 @@ func (u *unpickler) run() (pv, error) {
 			v, ok := u.memoGet(idx)
 			if !ok {
 				return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
+			}
+			if v.kind() == pkDead {
+				return 0, u.shapef(start, "%s %d refers to an object inside a trace entry already converted", pickleOpName(op), idx)
 			}
 			u.stack = append(u.stack, v)
 
@@ -496,11 +624,17 @@ func (u *unpickler) run() (pv, error) {
 				n = binary.LittleEndian.Uint64(data[pos:])
 			}
 			pos += w
-			if n > uint64(len(data)-pos) {
-				return 0, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(data)-pos)
+			var b []byte
+			var err error
+			if n <= uint64(len(data)-pos) { // the usual case, inlined
+				b = data[pos : pos+int(n)]
+				pos += int(n)
+			} else {
+				if b, start, pos, err = u.sized(start, pos, op, n); err != nil {
+					return 0, err
+				}
+				data = u.data
 			}
-			b := data[pos : pos+int(n)]
-			pos += int(n)
 			if op == opSHORT_BINBYTES || op == opBINBYTES {
 				u.bytes = append(u.bytes, append([]byte{}, b...))
 				u.stack = append(u.stack, mkpv(pkBytes, uint64(len(u.bytes)-1)))
@@ -518,6 +652,9 @@ func (u *unpickler) run() (pv, error) {
 				u.memo = append(u.memo, v) // the usual case, inlined
 				u.memoCount++
 			} else {
+				if u.st != nil && u.st.open {
+					return 0, u.shapef(start, "%s to a sparse memo inside a trace entry", pickleOpName(op))
+				}
 				u.memoPut(uint64(u.memoCount), v)
 			}
 
@@ -538,6 +675,9 @@ func (u *unpickler) run() (pv, error) {
 			}
 			if len(u.stack) <= u.fence {
 				return 0, u.underflow(start, op)
+			}
+			if u.st != nil && u.st.open && (idx != uint64(len(u.memo)) || u.sparse != nil) {
+				return 0, u.shapef(start, "%s %d out of order inside a trace entry", pickleOpName(op), idx)
 			}
 			u.memoPut(idx, u.stack[len(u.stack)-1])
 
@@ -578,14 +718,21 @@ func (u *unpickler) run() (pv, error) {
 				}
 				n = int(n32)
 			}
-			if n > len(data)-pos {
-				return 0, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(data)-pos)
+			var b []byte
+			if n <= len(data)-pos {
+				b = data[pos : pos+n]
+				pos += n
+			} else {
+				var err error
+				if b, start, pos, err = u.sized(start, pos, op, uint64(n)); err != nil {
+					return 0, err
+				}
+				data = u.data
 			}
-			x, unsigned, ok := decodeLong(data[pos : pos+n])
+			x, unsigned, ok := decodeLong(b)
 			if !ok {
 				return 0, u.errf(start, "%s: integer of %d bytes does not fit in 64 bits", pickleOpName(op), n)
 			}
-			pos += n
 			if unsigned {
 				u.stack = append(u.stack, u.word(pkUint, x))
 			} else {
@@ -599,10 +746,24 @@ func (u *unpickler) run() (pv, error) {
 			pos += 8
 
 		case opEMPTY_DICT:
+			entry := -1
+			if u.st != nil && len(u.st.traces) > 0 {
+				var err error
+				if entry, err = u.entryAt(start); err != nil {
+					return 0, err
+				}
+			}
 			i, _ := u.dicts.alloc()
+			if entry >= 0 {
+				u.openEntry(i, entry)
+			}
 			u.stack = append(u.stack, mkpv(pkDict, uint64(i)))
 		case opEMPTY_LIST:
-			u.stack = append(u.stack, u.newList(pkList, nil))
+			v := u.newList(pkList, nil)
+			if u.st != nil && !u.st.open {
+				u.noteList(v)
+			}
+			u.stack = append(u.stack, v)
 		case opEMPTY_TUPLE:
 			u.stack = append(u.stack, u.newList(pkTuple, nil))
 		case opNONE:
@@ -632,6 +793,11 @@ func (u *unpickler) run() (pv, error) {
 				return 0, u.underflow(start, op)
 			}
 			t := u.stack[m-1]
+			if u.st != nil {
+				if err := u.checkTarget(start, op, t); err != nil {
+					return 0, err
+				}
+			}
 			if t.kind() != pkDict {
 				return 0, u.errf(start, "%s: target is %s, not a dict", pickleOpName(op), t.typeName())
 			}
@@ -640,7 +806,10 @@ func (u *unpickler) run() (pv, error) {
 				d.items = u.itemSlice(len(items) / 2)
 			}
 			for i := 0; i < len(items); i += 2 {
-				if k := items[i].kind(); k == pkList || k == pkDict {
+				if k := items[i].kind(); k == pkList || k == pkDict || k >= pkEntry {
+					if k >= pkEntry {
+						return 0, u.shapef(start, "%s: a converted object as a key", pickleOpName(op))
+					}
 					return 0, u.errf(start, "%s: unhashable key of type %s", pickleOpName(op), items[i].typeName())
 				}
 				d.items = append(d.items, pyItem{items[i], items[i+1]})
@@ -652,10 +821,18 @@ func (u *unpickler) run() (pv, error) {
 			}
 			n := len(u.stack)
 			t, k := u.stack[n-3], u.stack[n-2]
+			if u.st != nil {
+				if err := u.checkTarget(start, op, t); err != nil {
+					return 0, err
+				}
+			}
 			if t.kind() != pkDict {
 				return 0, u.errf(start, "%s: target is %s, not a dict", pickleOpName(op), t.typeName())
 			}
-			if kk := k.kind(); kk == pkList || kk == pkDict {
+			if kk := k.kind(); kk == pkList || kk == pkDict || kk >= pkEntry {
+				if kk >= pkEntry {
+					return 0, u.shapef(start, "%s: a converted object as a key", pickleOpName(op))
+				}
 				return 0, u.errf(start, "%s: unhashable key of type %s", pickleOpName(op), k.typeName())
 			}
 			d := u.dicts.at(t.payload())
@@ -671,10 +848,22 @@ func (u *unpickler) run() (pv, error) {
 				return 0, u.underflow(start, op)
 			}
 			t := u.stack[m-1]
+			if u.st != nil {
+				if err := u.checkTarget(start, op, t); err != nil {
+					return 0, err
+				}
+			}
 			if t.kind() != pkList {
 				return 0, u.errf(start, "%s: target is %s, not a list", pickleOpName(op), t.typeName())
 			}
 			l := u.lists.at(t.payload())
+			if l.trace != 0 {
+				if err := u.appendEntries(start, m, l); err != nil {
+					return 0, err
+				}
+				u.stack = u.stack[:m]
+				break
+			}
 			items := u.stack[m:]
 			if l.items == nil {
 				l.items = u.pvSlice(len(items))
@@ -687,10 +876,22 @@ func (u *unpickler) run() (pv, error) {
 			}
 			n := len(u.stack)
 			t := u.stack[n-2]
+			if u.st != nil {
+				if err := u.checkTarget(start, op, t); err != nil {
+					return 0, err
+				}
+			}
 			if t.kind() != pkList {
 				return 0, u.errf(start, "%s: target is %s, not a list", pickleOpName(op), t.typeName())
 			}
 			l := u.lists.at(t.payload())
+			if l.trace != 0 {
+				if err := u.appendEntries(start, n-1, l); err != nil {
+					return 0, err
+				}
+				u.stack = u.stack[:n-1]
+				break
+			}
 			l.items = append(l.items, u.stack[n-1])
 			u.stack = u.stack[:n-1]
 
@@ -740,21 +941,21 @@ func (u *unpickler) run() (pv, error) {
 			}
 			pos++
 		case opFRAME:
-			// Framing only batches reads for Python's file reader; the
-			// input is already in memory, so a FRAME is checked and
+			// Framing only batches reads for Python's file reader; this
+			// reader has its own window, so a FRAME is checked and
 			// otherwise ignored.
 			if len(data)-pos < 8 {
 				return 0, u.truncated(start, op, 8, len(data)-pos)
 			}
 			n := binary.LittleEndian.Uint64(data[pos:])
 			pos += 8
-			if start < u.frameEnd {
+			if u.base+int64(start) < u.frameEnd {
 				return 0, u.errf(start, "FRAME inside the previous frame (which ends at byte offset %d)", u.frameEnd)
 			}
-			if n > uint64(len(data)-pos) {
-				return 0, u.errf(start, "truncated: FRAME declares %d bytes, %d left", n, len(data)-pos)
+			if l := u.left(pos); n > uint64(max(l, 0)) {
+				return 0, u.errf(start, "truncated: FRAME declares %d bytes, %d left", n, l)
 			}
-			u.frameEnd = pos + int(n)
+			u.frameEnd = u.base + int64(pos) + int64(n)
 
 		case opSTOP:
 			if len(u.stack) <= u.fence {
@@ -765,6 +966,9 @@ func (u *unpickler) run() (pv, error) {
 			}
 			if len(u.stack) != 1 {
 				return 0, u.errf(start, "STOP with %d values on the stack, want 1", len(u.stack))
+			}
+			if u.st != nil && u.st.open {
+				return 0, u.shapef(start, "STOP inside a trace entry")
 			}
 			return u.stack[0], nil
 

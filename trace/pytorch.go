@@ -30,6 +30,7 @@ package trace
 // remember where in the file they were.
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -44,11 +45,45 @@ const PyTorchImporterVersion = "pytorch-snapshot/1"
 
 // ReadPyTorchFile reads a snapshot pickle from a file.
 func ReadPyTorchFile(path string) (*Trace, error) {
-	data, err := os.ReadFile(path)
+	var t *Trace
+	err := readPyTorchPath(path, func() (*Trace, eventSink) {
+		t = newPTTrace(path)
+		return t, &sliceSink{t}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return readPyTorchBytes(data, path)
+	return t, nil
+}
+
+// ReadPyTorchPacked reads a snapshot pickle from a file with its events
+// packed: what Open does. Streamed (stream.go), it holds the file's
+// strings, frames and stacks and about 8 bytes an event, not the file.
+func ReadPyTorchPacked(path string) (*Packed, error) { return ReadPyTorchObserved(path, nil) }
+
+// ReadPyTorchObserved is ReadPyTorchPacked that also gives every event to
+// obs (if not nil), on another goroutine, while the import goes on. It
+// returns once obs has seen them all.
+func ReadPyTorchObserved(path string, obs EventObserver) (*Packed, error) {
+	var t *Trace
+	var pl *pipeLog
+	err := readPyTorchPath(path, func() (*Trace, eventSink) {
+		if pl != nil { // starting over
+			pl.end(false)
+			if obs != nil {
+				obs.Restart()
+			}
+		}
+		t, pl = newPTTrace(path), newPipeLog(obs)
+		return t, pl
+	})
+	if pl != nil {
+		pl.end(err == nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: pl.l, Final: t.Final, HasFinal: t.HasFinal}, nil
 }
 
 // ReadPyTorch reads a snapshot pickle. name is used in errors and as
@@ -58,15 +93,135 @@ func ReadPyTorch(r io.Reader, name string) (*Trace, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	return readPyTorchBytes(data, name)
-}
-
-func readPyTorchBytes(data []byte, name string) (*Trace, error) {
-	p, err := unpickle(data, name)
+	var t *Trace
+	err = readPyTorchData(data, name, func() (*Trace, eventSink) {
+		t = newPTTrace(name)
+		return t, &sliceSink{t}
+	})
 	if err != nil {
 		return nil, err
 	}
-	return convertPyTorch(p, name, len(data))
+	return t, nil
+}
+
+// readPyTorchPath imports a file, streamed through a window; a snapshot
+// not laid out for streaming is imported again whole (see stream.go).
+// start is called for each attempt and returns where the result goes.
+func readPyTorchPath(path string, start func() (*Trace, eventSink)) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() { // a pipe: no size to check lengths against
+		data, err := readInput(f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		return readPyTorchData(data, path, start)
+	}
+	t, sink := start()
+	err = importPyTorch(newFileUnpickler(f, fi.Size(), path), t, sink)
+	if !errors.Is(err, errNotStreamed) {
+		return err
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	t, sink = start()
+	return importPyTorch(newMemUnpickler(data, path), t, sink)
+}
+
+// readPyTorchData imports an input in memory: streamed, as a file is,
+// which frees the entries as they are converted, and whole when the
+// snapshot is not laid out for streaming.
+func readPyTorchData(data []byte, name string, start func() (*Trace, eventSink)) error {
+	t, sink := start()
+	err := importPyTorch(withStream(newMemUnpickler(data, name)), t, sink)
+	if !errors.Is(err, errNotStreamed) {
+		return err
+	}
+	t, sink = start()
+	return importPyTorch(newMemUnpickler(data, name), t, sink)
+}
+
+// errNotStreamed: the snapshot must be imported again, whole.
+var errNotStreamed = errors.New("snapshot not laid out for streaming")
+
+func withStream(u *unpickler) *unpickler {
+	u.st = &streamState{}
+	return u
+}
+
+// importPyTorch decodes and converts one snapshot into t and sink. With
+// u.st set (newFileUnpickler always streams) it streams the entries; any
+// error once streaming began is errNotStreamed, so that the caller's
+// whole import gives the error exactly as it always did.
+func importPyTorch(u *unpickler, t *Trace, sink eventSink) error {
+	if u.src != nil && u.st == nil {
+		u.st = &streamState{}
+	}
+	c := newPTConv(&u.pickled, t, sink, u.size)
+	if u.st != nil {
+		u.st.c = c
+		c.st = u.st
+	}
+	root, err := u.run()
+	if err != nil {
+		var se *shapeError
+		if errors.As(err, &se) {
+			return errNotStreamed
+		}
+		return err
+	}
+	u.root = root
+	if err := c.finish(root); err != nil {
+		if c.st != nil && c.st.dt != 0 {
+			return errNotStreamed
+		}
+		return err
+	}
+	return nil
+}
+
+func newPTTrace(name string) *Trace {
+	return &Trace{
+		Header: Header{
+			Version:    FormatVersion,
+			Source:     "pytorch-snapshot",
+			SourceFile: name,
+			Tools:      map[string]string{"memreplay-importer": PyTorchImporterVersion},
+		},
+		Stacks: NewStacks(),
+	}
+}
+
+// eventSink receives the converted events in order.
+type eventSink interface {
+	// next returns a zeroed event to convert into; commit keeps it. A
+	// conversion that fails does not commit, and ends the import: the
+	// sink is then dropped.
+	next() *Event
+	commit()
+	reserve(n int)
+}
+
+type sliceSink struct{ t *Trace }
+
+func (s *sliceSink) next() *Event {
+	s.t.Events = append(s.t.Events, Event{})
+	return &s.t.Events[len(s.t.Events)-1]
+}
+func (s *sliceSink) commit() {}
+func (s *sliceSink) reserve(n int) {
+	if s.t.Events == nil {
+		s.t.Events = make([]Event, 0, n)
+	}
 }
 
 // readInput reads r whole. When r knows its size (bytes.Reader, a regular
@@ -105,6 +260,8 @@ func readInput(r io.Reader) ([]byte, error) {
 type ptConv struct {
 	p       *pickled
 	t       *Trace
+	sink    eventSink
+	st      *streamState // non-nil while entries are streamed
 	devices map[int32]bool
 	// budget counts down the objects the conversion may still produce. A
 	// pickle can reference one big object many times through the memo at
@@ -214,6 +371,9 @@ func (c *ptConv) word(v pv) ptWord {
 		return wUnknown
 	}
 	i := v.payload()
+	if i >= uint64(len(c.words)) { // strings decoded since: streaming
+		c.words = append(c.words, make([]ptWord, len(c.p.strs)-len(c.words))...)
+	}
 	if w := c.words[i]; w != 0 {
 		return w - 1
 	}
@@ -243,28 +403,35 @@ func ptTypeErr(path, want string, v pv) *convErr {
 }
 
 func convertPyTorch(p *pickled, name string, inputSize int) (*Trace, error) {
-	c := &ptConv{
-		p: p,
-		t: &Trace{
-			Header: Header{
-				Version:    FormatVersion,
-				Source:     "pytorch-snapshot",
-				SourceFile: name,
-				Tools:      map[string]string{"memreplay-importer": PyTorchImporterVersion},
-			},
-			Stacks: NewStacks(),
-		},
+	t := newPTTrace(name)
+	if err := newPTConv(p, t, &sliceSink{t}, int64(inputSize)).finish(p.root); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func newPTConv(p *pickled, t *Trace, sink eventSink, inputSize int64) *ptConv {
+	return &ptConv{
+		p:         p,
+		t:         t,
+		sink:      sink,
 		devices:   map[int32]bool{},
-		budget:    inputSize + 64,
+		budget:    int(min(inputSize, math.MaxInt/2)) + 64,
 		words:     make([]ptWord, len(p.strs)),
 		stackKeys: map[string]StackID{},
 	}
-	if err := c.root(p.root); err != nil {
+}
+
+// finish converts the decoded root (the entries already converted, when
+// streamed) and completes the header.
+func (c *ptConv) finish(root pv) error {
+	name := c.t.Header.SourceFile
+	if err := c.root(root); err != nil {
 		msg := strings.TrimPrefix(err.path, ".")
 		if msg == "" {
 			msg = "top level"
 		}
-		return nil, &FormatError{File: name, Offset: -1, Event: err.event, Msg: msg + ": " + err.msg}
+		return &FormatError{File: name, Offset: -1, Event: err.event, Msg: msg + ": " + err.msg}
 	}
 	ids := make([]int32, 0, len(c.devices))
 	for d := range c.devices {
@@ -274,7 +441,7 @@ func convertPyTorch(p *pickled, name string, inputSize int) (*Trace, error) {
 	for _, d := range ids {
 		c.t.Header.Devices = append(c.t.Header.Devices, Device{Index: d})
 	}
-	return c.t, nil
+	return nil
 }
 
 func (c *ptConv) note(format string, args ...any) {
@@ -317,6 +484,9 @@ func (c *ptConv) root(v pv) *convErr {
 				return err.in(".segments")
 			}
 		}
+		if c.st != nil && c.st.dt != 0 && (!haveTraces || traces != c.st.dt) {
+			return ptErrAt(".device_traces", "not the list streamed")
+		}
 		if haveTraces {
 			if err := c.traces(traces); err != nil {
 				return err.in(".device_traces")
@@ -332,7 +502,9 @@ func (c *ptConv) root(v pv) *convErr {
 		// record_function ranges, kept apart from the trace by PyTorch
 		// since ≈2.6; they decide nothing in the allocator.
 		if haveAnn && ann.kind() == pkList {
-			if n := len(c.p.list(ann).items); n > 0 {
+			if l, err := c.wantList(".external_annotations", ann); err != nil {
+				return err
+			} else if n := len(l.items); n > 0 {
 				c.note("%d external_annotations not imported", n)
 			}
 		}
@@ -410,7 +582,11 @@ func (c *ptConv) wantList(path string, v pv) (*pyList, *convErr) {
 	if v.kind() != pkList {
 		return nil, ptTypeErr(path, "list", v)
 	}
-	return c.p.list(v), nil
+	l := c.p.list(v)
+	if l.trace != 0 {
+		return nil, ptErrAt(path, "a streamed trace list")
+	}
+	return l, nil
 }
 
 func (c *ptConv) wantDict(path string, v pv) (*pyDict, *convErr) {
@@ -421,6 +597,9 @@ func (c *ptConv) wantDict(path string, v pv) (*pyDict, *convErr) {
 }
 
 func (c *ptConv) traces(v pv) *convErr {
+	if c.st != nil && c.st.dt != 0 {
+		return c.streamedTraces()
+	}
 	l, err := c.wantList("", v)
 	if err != nil {
 		return err
@@ -434,25 +613,58 @@ func (c *ptConv) traces(v pv) *convErr {
 		if d > math.MaxInt32 {
 			return ptErrAt(path, "device %d out of range", d)
 		}
-		total += len(c.p.list(dv).items)
+		dl, err := c.wantList(path, dv)
+		if err != nil {
+			return err
+		}
+		total += len(dl.items)
 	}
 	if err := c.spend(total); err != nil {
 		return err
 	}
-	c.t.Events = make([]Event, total)
+	c.sink.reserve(total)
 	n := 0
 	for d, dv := range l.items {
 		// Every device with a list existed for PyTorch (one list per
 		// visible device), even if nothing happened on it.
 		c.devices[int32(d)] = true
 		for i, ev := range c.p.list(dv).items {
-			if err := c.event(&c.t.Events[n], ev, int32(d)); err != nil {
+			if err := c.event(c.sink.next(), ev, int32(d)); err != nil {
 				err.event = int64(n)
 				return err.in(fmt.Sprintf("[%d][%d]", d, i))
 			}
+			c.sink.commit()
 			n++
 		}
 	}
+	return nil
+}
+
+// streamedTraces checks that device_traces is laid out as streaming
+// assumed (stream.go): its items are the trace lists in the order they
+// were made, holding the entries in the order they were converted.
+func (c *ptConv) streamedTraces() *convErr {
+	st := c.st
+	if st.open || st.serials != st.appended {
+		return ptErrAt("", "entries not appended to their lists")
+	}
+	var next int64
+	for d, dv := range c.p.list(st.dt).items {
+		if dv.kind() != pkList || c.p.list(dv).trace != uint32(d+1) {
+			return ptErrAt(fmt.Sprintf("[%d]", d), "not the trace list streamed")
+		}
+		if run := st.traces[d]; run.n > 0 {
+			if run.first != next {
+				return ptErrAt(fmt.Sprintf("[%d]", d), "entries out of order")
+			}
+			next += run.n
+		}
+		c.devices[int32(d)] = true
+	}
+	if next != st.appended {
+		return ptErrAt("", "entries outside device_traces")
+	}
+	c.sink.reserve(0) // an empty device_traces is an empty list, as in a whole import
 	return nil
 }
 
@@ -557,8 +769,11 @@ var ptMarkerLabels = [numPTWords]string{wSnapshot: "snapshot", wUserDefined: "us
 // each frame dict, so a list or frame the pickle shares through the memo
 // is converted once.
 func (c *ptConv) stack(v pv) (StackID, *convErr) {
-	if v.kind() == pkNone {
+	switch v.kind() {
+	case pkNone:
 		return 0, nil
+	case pkStack: // converted while streaming
+		return StackID(v.payload()), nil
 	}
 	l, err := c.wantList("", v)
 	if err != nil {
@@ -576,18 +791,23 @@ func (c *ptConv) stack(v pv) (StackID, *convErr) {
 	}
 	key := c.keyBuf[:0]
 	for i, fv := range l.items {
-		if fv.kind() != pkDict {
+		var f uint32
+		switch fv.kind() {
+		case pkFrame: // converted while streaming
+			f = uint32(fv.payload())
+		case pkDict:
+			fd := c.p.dict(fv)
+			if fd.tag == 0 {
+				fr, err := c.frame(fd)
+				if err != nil {
+					return 0, err.in(fmt.Sprintf("[%d]", i))
+				}
+				fd.tag = c.t.Stacks.AddFrame(fr) + 1
+			}
+			f = fd.tag - 1
+		default:
 			return 0, ptTypeErr(fmt.Sprintf("[%d]", i), "dict", fv)
 		}
-		fd := c.p.dict(fv)
-		if fd.tag == 0 {
-			f, err := c.frame(fd)
-			if err != nil {
-				return 0, err.in(fmt.Sprintf("[%d]", i))
-			}
-			fd.tag = c.t.Stacks.AddFrame(f) + 1
-		}
-		f := fd.tag - 1
 		key = append(key, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 	}
 	c.keyBuf = key
@@ -712,6 +932,9 @@ func (c *ptConv) poolID(path string, v pv) ([2]int64, *convErr) {
 	var id [2]int64
 	if k := v.kind(); k != pkTuple && k != pkList {
 		return id, ptTypeErr(path, "tuple", v)
+	}
+	if c.p.list(v).trace != 0 {
+		return id, ptErrAt(path, "a streamed trace list")
 	}
 	items := c.p.list(v).items
 	if len(items) != 2 {

@@ -150,7 +150,8 @@ func BenchmarkUnpickle(b *testing.B) {
 }
 
 // BenchmarkImportFile imports the snapshot file named by
-// $MEMREPLAY_BENCH_PICKLE from disk, as trace.Open does (bench/import.sh
+// $MEMREPLAY_BENCH_PICKLE from disk, as trace.Open does (ReadPyTorchPacked:
+// streamed, the events packed; bench/import.sh
 // builds one of a million entries and times Python's pickle.load of the
 // same file beside it); skipped when unset.
 func BenchmarkImportFile(b *testing.B) {
@@ -162,13 +163,13 @@ func BenchmarkImportFile(b *testing.B) {
 	require.NoError(b, err)
 	b.SetBytes(fi.Size())
 	b.ReportAllocs()
-	entries := 0
+	entries := int64(0)
 	for b.Loop() {
-		tr, err := ReadPyTorchFile(path)
+		p, err := ReadPyTorchPacked(path)
 		if err != nil {
 			b.Fatal(err)
 		}
-		entries = len(tr.Events)
+		entries = p.Events.Len()
 	}
 	b.ReportMetric(float64(entries)*float64(b.N)/b.Elapsed().Seconds(), "entries/s")
 }

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"testing"
 
@@ -663,6 +664,15 @@ func FuzzPyTorch(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		tr, err := ReadPyTorch(bytes.NewReader(data), "fuzz")
+		// Streaming (ReadPyTorch) gives what the whole import gives, the
+		// same trace or the same error.
+		whole, werr := wholeImport(data, "fuzz")
+		if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
+			t.Fatalf("streamed: %v; whole: %v", err, werr)
+		}
+		if err == nil && !reflect.DeepEqual(tr, whole) {
+			t.Fatalf("streamed and whole imports differ")
+		}
 		if err != nil {
 			var fe *FormatError
 			if !errors.As(err, &fe) {

@@ -106,40 +106,40 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 		return usageError{fmt.Errorf("--format %q: want table or json", *format)}
 	}
 	path := fs.Arg(0)
-	o, err := openTrace(path)
+	// A snapshot's events are counted while it is imported (on the
+	// import's second goroutine); a streamed trace's here, as read.
+	c := newEventCounts()
+	o, err := openTrace(path, c)
 	if err != nil {
 		return err
 	}
 	defer o.Close()
 	r := o.Reader
 	h := r.Header()
-	in := &inspection{File: path, Format: string(o.Format), Source: h.Source, Tools: h.Tools,
-		AllocatorSettings: h.AllocatorSettings, Actions: map[string]int64{}, Notes: h.Notes}
 	init, rec := r.Initial()
+	var final []trace.Segment
+	var hasFinal bool
+	if o.Packed != nil {
+		final, hasFinal = o.Packed.Final, o.Packed.HasFinal
+	} else {
+		if err := eachEvent(r, func(e *trace.Event) error { c.Event(0, e); return nil }); err != nil {
+			return err
+		}
+		final, hasFinal = r.Final()
+	}
+	in := &inspection{File: path, Format: string(o.Format), Source: h.Source, Tools: h.Tools,
+		AllocatorSettings: h.AllocatorSettings, Actions: map[string]int64{}, Notes: h.Notes,
+		Events: c.events, Decisions: c.decisions, FirstTimeUS: c.first, LastTimeUS: c.last}
+	for a, n := range c.actions {
+		if n > 0 {
+			in.Actions[trace.Action(a).String()] = n
+		}
+	}
 	if init != nil {
 		in.Initial = summarizeState(init)
 		in.InitialReconstructed = rec
 	}
-	perDev := map[int32]int64{}
-	err = eachEvent(r, func(e *trace.Event) error {
-		in.Events++
-		in.Actions[e.Action.String()]++
-		perDev[e.Device]++
-		if e.Action.IsDecision() {
-			in.Decisions++
-		}
-		if e.TimeUS != 0 {
-			if in.FirstTimeUS == 0 || e.TimeUS < in.FirstTimeUS {
-				in.FirstTimeUS = e.TimeUS
-			}
-			in.LastTimeUS = max(in.LastTimeUS, e.TimeUS)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	final, hasFinal := r.Final()
+	perDev := c.perDev
 	if hasFinal {
 		in.Final = summarizeState(final)
 		for _, s := range final {
@@ -174,6 +174,35 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 		return enc.Encode(in)
 	}
 	return writeInspection(stdout, in)
+}
+
+// eventCounts counts what inspect reports of the events; it is a
+// trace.EventObserver, so that a snapshot's events are counted while it is
+// imported rather than read again after.
+type eventCounts struct {
+	events, decisions int64
+	actions           [256]int64
+	perDev            map[int32]int64
+	first, last       int64
+}
+
+func newEventCounts() *eventCounts { return &eventCounts{perDev: map[int32]int64{}} }
+
+func (c *eventCounts) Restart() { *c = *newEventCounts() }
+
+func (c *eventCounts) Event(_ int64, e *trace.Event) {
+	c.events++
+	c.actions[e.Action]++
+	c.perDev[e.Device]++
+	if e.Action.IsDecision() {
+		c.decisions++
+	}
+	if e.TimeUS != 0 {
+		if c.first == 0 || e.TimeUS < c.first {
+			c.first = e.TimeUS
+		}
+		c.last = max(c.last, e.TimeUS)
+	}
 }
 
 func writeInspection(w io.Writer, in *inspection) error {

@@ -359,6 +359,8 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	var total int64
 	if o.Trace != nil {
 		total = int64(len(o.Trace.Events))
+	} else if o.Packed != nil {
+		total = o.Packed.Events.Len()
 	}
 	label := "replaying " + path
 	if opts.Config != nil {

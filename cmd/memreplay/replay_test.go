@@ -338,3 +338,24 @@ func TestOutputsCheckedBeforeTheReplay(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, entries, 1, "only mem.pb.gz: no temporary file left")
 }
+
+// inspect counts a snapshot's events while it is imported, and a native
+// trace's as it reads them: the same snapshot both ways gives the same
+// counts, times, devices and states.
+func TestInspectPickleMatchesNative(t *testing.T) {
+	for _, pk := range []string{partialTrace, completeTrace} {
+		mrt := filepath.Join(t.TempDir(), "x.mrt")
+		code, _, stderr := runCLI("convert", "-q", pk, mrt)
+		require.Equal(t, 0, code, stderr)
+		var got [2]map[string]any
+		for i, f := range []string{pk, mrt} {
+			code, stdout, stderr := runCLI("inspect", "--format", "json", f)
+			require.Equal(t, 0, code, stderr)
+			require.NoError(t, json.Unmarshal([]byte(stdout), &got[i]))
+		}
+		require.Greater(t, got[0]["events"], float64(50))
+		for _, k := range []string{"events", "actions", "decisions", "devices", "first_time_us", "last_time_us", "stacks", "frames", "initial", "initial_reconstructed", "final", "checkable"} {
+			require.Equal(t, got[0][k], got[1][k], "%s: %s", pk, k)
+		}
+	}
+}

@@ -15,20 +15,16 @@ import (
 
 // openTrace opens a trace file and readies it for replay: a trace read
 // whole gets its initial state reconstructed and its capacity implied.
-func openTrace(path string) (*trace.Opened, error) {
-	o, err := trace.Open(path)
+// also observes a snapshot pickle's events while it is imported
+// (replay.OpenPrepared).
+func openTrace(path string, also ...trace.EventObserver) (*trace.Opened, error) {
+	o, _, err := replay.OpenPrepared(path, also...)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			return nil, inputError{err}
 		}
 		return nil, err
-	}
-	if o.Trace != nil {
-		if _, err := replay.Prepare(o.Trace); err != nil {
-			o.Close()
-			return nil, err
-		}
 	}
 	return o, nil
 }

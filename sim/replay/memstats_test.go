@@ -279,10 +279,8 @@ func TestRecordedTracesPredictMemoryStats(t *testing.T) {
 			o, err := trace.Open(p[0])
 			require.NoError(t, err)
 			defer o.Close()
-			if o.Trace != nil {
-				_, err = replay.Prepare(o.Trace)
-				require.NoError(t, err)
-			}
+			_, err = replay.PrepareOpened(o)
+			require.NoError(t, err)
 			f, err := os.Open(p[1])
 			require.NoError(t, err)
 			defer f.Close()

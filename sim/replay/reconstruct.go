@@ -2,6 +2,7 @@ package replay
 
 import (
 	"fmt"
+	"math/bits"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -46,67 +47,158 @@ import (
 // rounding rules are those of the recording: cfg is the trace's own
 // allocator configuration.
 func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	return reconstruct(wholeOf(t), cfg, policy)
+}
+
+// ReconstructPacked is Reconstruct for a trace with packed events.
+func ReconstructPacked(p *trace.Packed, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	return reconstruct(packedOf(p), cfg, policy)
+}
+
+// whole is a trace held whole, a Trace or a Packed, as the reconstruction
+// reads and completes it: it walks the events (each, in order, with their
+// index) and sets the initial state and the header.
+type whole struct {
+	header        *trace.Header
+	initial       *[]trace.Segment
+	reconstructed *bool
+	final         []trace.Segment
+	hasFinal      bool
+	each          func(fn func(i int64, e *trace.Event))
+}
+
+func wholeOf(t *trace.Trace) *whole {
+	return &whole{header: &t.Header, initial: &t.Initial, reconstructed: &t.InitialReconstructed,
+		final: t.Final, hasFinal: t.HasFinal,
+		each: func(fn func(int64, *trace.Event)) {
+			for i := range t.Events {
+				fn(int64(i), &t.Events[i])
+			}
+		}}
+}
+
+func packedOf(p *trace.Packed) *whole {
+	return &whole{header: &p.Header, initial: &p.Initial, reconstructed: &p.InitialReconstructed,
+		final: p.Final, hasFinal: p.HasFinal,
+		each: func(fn func(int64, *trace.Event)) {
+			cur := p.Events.Cursor()
+			var e trace.Event
+			for i := int64(0); cur.Next(&e) == nil; i++ {
+				fn(i, &e)
+			}
+		}}
+}
+
+func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	rec, _, _ := reconstructWalk(t, cfg, policy)
+	return rec
+}
+
+// reconstructWalk is reconstruct; when it walked the events (walked),
+// it also returns their ooms, for impliedFrom, so that Prepare walks a
+// trace of millions of events once.
+func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Reconstruction, []oomAt, bool) {
 	if policy == nil {
 		policy = allocator.PyTorch{}
 	}
-	if t.Initial != nil {
-		if t.InitialReconstructed {
-			return summarize(t.Initial, t.Header.Notes)
+	if *t.initial != nil {
+		if *t.reconstructed {
+			return summarize(*t.initial, t.header.Notes), nil, false
 		}
-		return nil
+		return nil, nil, false
 	}
-	devs := map[int32]*devWalk{}
-	walk := func(d int32) *devWalk {
-		w := devs[d]
-		if w == nil {
-			w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-				state: map[uint64]uint8{}, preLive: map[uint64]*preBlock{}}
-			devs[d] = w
+	r := newReconWalk()
+	t.each(r.Event)
+	return r.finish(t, cfg, policy), r.ooms, true
+}
+
+// reconWalk is the reconstruction's walk over the events; it is a
+// trace.EventObserver, so that it can walk a snapshot while it is
+// imported (OpenPrepared).
+type reconWalk struct {
+	devs    map[int32]*devWalk
+	w       *devWalk
+	lastDev int32
+	ooms    []oomAt
+}
+
+func newReconWalk() *reconWalk { return &reconWalk{devs: map[int32]*devWalk{}} }
+
+// Restart forgets the events seen (trace.EventObserver).
+func (r *reconWalk) Restart() { *r = *newReconWalk() }
+
+func (r *reconWalk) walk(d int32) *devWalk {
+	w := r.devs[d]
+	if w == nil {
+		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
+			preLive: map[uint64]*preBlock{}}
+		r.devs[d] = w
+	}
+	return w
+}
+
+// Event walks one event (trace.EventObserver).
+func (r *reconWalk) Event(i int64, e *trace.Event) {
+	if r.w == nil || e.Device != r.lastDev {
+		r.w, r.lastDev = r.walk(e.Device), e.Device
+	}
+	w := r.w
+	switch e.Action {
+	case trace.ActionAlloc:
+		*w.state.at(e.Addr) = stAllocated
+	case trace.ActionFreeRequested:
+		switch st := w.state.at(e.Addr); *st {
+		case stAllocated:
+			*st = stPending
+		case stNone:
+			*st = stPending
+			if _, seen := w.preLive[e.Addr]; !seen {
+				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
+			}
 		}
-		return w
-	}
-	for i := range t.Events {
-		e := &t.Events[i]
-		w := walk(e.Device)
-		switch e.Action {
-		case trace.ActionAlloc:
-			w.state[e.Addr] = stAllocated
-		case trace.ActionFreeRequested:
-			switch w.state[e.Addr] {
-			case stAllocated:
-				w.state[e.Addr] = stPending
-			case stNone:
-				w.state[e.Addr] = stPending
-				if _, seen := w.preLive[e.Addr]; !seen {
-					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
-				}
-			}
-		case trace.ActionFreeCompleted:
-			switch w.state[e.Addr] {
-			case stPending:
-				// Remembered: a later free of the address is a double
-				// free, not a block from before the trace.
-				w.state[e.Addr] = stFreed
-			case stNone:
-				if _, seen := w.preLive[e.Addr]; !seen {
-					w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
-				}
-			}
-		case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
-			w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
-		case trace.ActionSegmentAlloc:
-			w.created[e.Addr] = true
-		case trace.ActionSegmentFree:
-			if w.created[e.Addr] {
-				delete(w.created, e.Addr)
-			} else if _, seen := w.pre[e.Addr]; !seen {
-				w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+	case trace.ActionFreeCompleted:
+		switch st := w.state.at(e.Addr); *st {
+		case stPending:
+			// Remembered: a later free of the address is a double
+			// free, not a block from before the trace.
+			*st = stFreed
+		case stNone:
+			if _, seen := w.preLive[e.Addr]; !seen {
+				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
 			}
 		}
+	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
+		w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
+		if e.Action == trace.ActionSegmentMap {
+			w.reserved += int64(e.Size)
+		} else {
+			w.reserved -= int64(e.Size)
+		}
+	case trace.ActionOOM:
+		r.ooms = append(r.ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: w.reserved})
+	case trace.ActionSegmentAlloc:
+		w.reserved += int64(e.Size)
+		w.created[e.Addr] = true
+	case trace.ActionSegmentFree:
+		w.reserved -= int64(e.Size)
+		if w.created[e.Addr] {
+			delete(w.created, e.Addr)
+		} else if _, seen := w.pre[e.Addr]; !seen {
+			w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+		}
 	}
-	if t.HasFinal {
-		for i := range t.Final {
-			s := &t.Final[i]
+}
+
+// finish adds what the final segments say and lays out the initial
+// state, once every event was walked.
+func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
+	if policy == nil {
+		policy = allocator.PyTorch{}
+	}
+	devs, walk := r.devs, r.walk
+	if t.hasFinal {
+		for i := range t.final {
+			s := &t.final[i]
 			w := walk(s.Device)
 			if s.Expandable {
 				// A mapped run; its pages cannot be restored.
@@ -121,7 +213,7 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 					w.pre[s.Address] = &c
 				}
 				for _, b := range s.Blocks {
-					if b.State != trace.BlockInactive && w.state[b.Address] == stNone {
+					if b.State != trace.BlockInactive && w.state.get(b.Address) == stNone {
 						if _, seen := w.preLive[b.Address]; !seen {
 							w.preLive[b.Address] = &preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
 								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
@@ -159,9 +251,9 @@ func Reconstruct(t *trace.Trace, cfg config.Config, policy allocator.Policy) *Re
 	}
 	rec.Notes = append([]string{fmt.Sprintf("initial state reconstructed: %d segments (%s), %d blocks live before the first event (%s), %d block sizes inferred, %d blocks in unrestorable expandable runs given a segment of their own",
 		rec.Segments, allocator.FormatSize(rec.SegmentBytes), rec.LiveBlocks, allocator.FormatSize(rec.LiveBytes), rec.InferredSizes, rec.Unresolved)}, rec.Notes...)
-	t.Initial = out
-	t.InitialReconstructed = true
-	t.Header.Notes = append(t.Header.Notes, rec.Notes...)
+	*t.initial = out
+	*t.reconstructed = true
+	t.header.Notes = append(t.header.Notes, rec.Notes...)
 	return rec
 }
 
@@ -175,7 +267,8 @@ const (
 type devWalk struct {
 	created           map[uint64]bool
 	pre               map[uint64]*trace.Segment // segments that existed at the start
-	state             map[uint64]uint8
+	state             addrStates
+	reserved          int64 // segment bytes the events created less those they freed, so far
 	preLive           map[uint64]*preBlock
 	skippedExpandable int
 	// expandable holds the expandable runs the trace names (mapped,
@@ -340,29 +433,50 @@ func summarize(init []trace.Segment, notes []string) *Reconstruction {
 // oom plus what the allocator held then (the smallest such figure, so that
 // every recorded OOM can recur). Devices without an oom stay unknown. It
 // returns, per device, the event index the figure came from.
-func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
-	reserved := map[int32]int64{}
-	for _, s := range t.Initial {
-		reserved[s.Device] += int64(s.TotalSize)
+func ImpliedCapacity(t *trace.Trace) map[int32]int64 { return impliedCapacity(wholeOf(t)) }
+
+// oomAt is an oom event: its index, device, the driver's free bytes, and
+// the segment bytes the events before it had created less those they
+// freed (on its device).
+type oomAt struct {
+	i     int64
+	dev   int32
+	free  uint64
+	delta int64
+}
+
+func impliedCapacity(t *whole) map[int32]int64 {
+	var ooms []oomAt
+	delta := map[int32]int64{}
+	t.each(func(i int64, e *trace.Event) {
+		switch e.Action {
+		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
+			delta[e.Device] += int64(e.Size)
+		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
+			delta[e.Device] -= int64(e.Size)
+		case trace.ActionOOM:
+			ooms = append(ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: delta[e.Device]})
+		}
+	})
+	return impliedFrom(t, ooms)
+}
+
+// impliedFrom is ImpliedCapacity from the trace's ooms.
+func impliedFrom(t *whole, ooms []oomAt) map[int32]int64 {
+	initial := map[int32]int64{}
+	for _, s := range *t.initial {
+		initial[s.Device] += int64(s.TotalSize)
 	}
 	best := map[int32]uint64{}
 	from := map[int32]int64{}
-	for i := range t.Events {
-		e := &t.Events[i]
-		switch e.Action {
-		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
-			reserved[e.Device] += int64(e.Size)
-		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
-			reserved[e.Device] -= int64(e.Size)
-		case trace.ActionOOM:
-			c := e.DeviceFree + uint64(max(reserved[e.Device], 0))
-			if c == 0 {
-				continue // no free bytes recorded (an RMM log): no figure
-			}
-			if b, ok := best[e.Device]; !ok || c < b {
-				best[e.Device] = c
-				from[e.Device] = int64(i)
-			}
+	for _, o := range ooms {
+		c := o.free + uint64(max(initial[o.dev]+o.delta, 0))
+		if c == 0 {
+			continue // no free bytes recorded (an RMM log): no figure
+		}
+		if b, ok := best[o.dev]; !ok || c < b {
+			best[o.dev] = c
+			from[o.dev] = o.i
 		}
 	}
 	ids := make([]int32, 0, len(best))
@@ -375,16 +489,17 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 	for _, d := range ids {
 		c, src := best[d], fmt.Sprintf("implied by the oom at event %d", from[d])
 		found := false
-		for k := range t.Header.Devices {
-			if t.Header.Devices[k].Index == d {
+		h := t.header
+		for k := range h.Devices {
+			if h.Devices[k].Index == d {
 				found = true
-				if t.Header.Devices[k].Capacity == 0 {
-					t.Header.Devices[k].Capacity, t.Header.Devices[k].CapacitySource = c, src
+				if h.Devices[k].Capacity == 0 {
+					h.Devices[k].Capacity, h.Devices[k].CapacitySource = c, src
 				}
 			}
 		}
 		if !found {
-			t.Header.Devices = append(t.Header.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
+			h.Devices = append(h.Devices, trace.Device{Index: d, Capacity: c, CapacitySource: src})
 		}
 	}
 	return from
@@ -393,17 +508,97 @@ func ImpliedCapacity(t *trace.Trace) map[int32]int64 {
 // Prepare readies an in-memory trace for replay: reconstructs the state
 // before a partial trace with the recording's own settings, and fills in
 // implied capacities.
-func Prepare(t *trace.Trace) (*Reconstruction, error) {
-	cfg := config.Default()
-	if t.Header.AllocatorSettings != nil {
-		c, err := config.FromAllocatorSettings(t.Header.AllocatorSettings)
-		if err != nil {
-			return nil, &trace.FormatError{File: t.Header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
-		}
-		cfg = c
+func Prepare(t *trace.Trace) (*Reconstruction, error) { return prepare(wholeOf(t)) }
+
+// PreparePacked is Prepare for a trace with packed events (a snapshot
+// pickle as trace.Open returns it): two passes over the packed events, no
+// copy of them.
+func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(packedOf(p)) }
+
+// OpenPrepared opens a trace file (trace.Open) and prepares what it holds
+// whole (PrepareOpened). A snapshot pickle's events are walked for the
+// reconstruction on a second goroutine while they are imported, rather
+// than after; the observers in also, if any, are given them there too
+// (only for a snapshot pickle: o.Packed is then set).
+func OpenPrepared(path string, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
+	walk := newReconWalk()
+	var obs trace.EventObserver = walk
+	if len(also) > 0 {
+		obs = observers(append([]trace.EventObserver{walk}, also...))
 	}
-	rec := Reconstruct(t, cfg, nil)
-	ImpliedCapacity(t)
+	o, err := trace.OpenWith(path, trace.OpenOptions{Observe: obs})
+	if err != nil {
+		return nil, nil, err
+	}
+	if o.Packed == nil || o.Packed.Initial != nil {
+		rec, err := PrepareOpened(o)
+		if err != nil {
+			o.Close()
+			return nil, nil, err
+		}
+		return o, rec, nil
+	}
+	t := packedOf(o.Packed)
+	cfg, err := recordedConfig(t)
+	if err != nil {
+		o.Close()
+		return nil, nil, err
+	}
+	rec := walk.finish(t, cfg, nil)
+	impliedFrom(t, walk.ooms)
+	return o, rec, nil
+}
+
+// observers gives each event to each observer in turn.
+type observers []trace.EventObserver
+
+func (os observers) Event(i int64, e *trace.Event) {
+	for _, o := range os {
+		o.Event(i, e)
+	}
+}
+
+func (os observers) Restart() {
+	for _, o := range os {
+		o.Restart()
+	}
+}
+
+// PrepareOpened prepares whatever trace o holds whole (nothing for a
+// streamed native trace, which records its own initial state).
+func PrepareOpened(o *trace.Opened) (*Reconstruction, error) {
+	switch {
+	case o.Packed != nil:
+		return PreparePacked(o.Packed)
+	case o.Trace != nil:
+		return Prepare(o.Trace)
+	}
+	return nil, nil
+}
+
+// recordedConfig is the recording allocator's configuration.
+func recordedConfig(t *whole) (config.Config, error) {
+	if t.header.AllocatorSettings == nil {
+		return config.Default(), nil
+	}
+	c, err := config.FromAllocatorSettings(t.header.AllocatorSettings)
+	if err != nil {
+		return c, &trace.FormatError{File: t.header.SourceFile, Offset: -1, Event: -1, Msg: "allocator_settings", Err: err}
+	}
+	return c, nil
+}
+
+func prepare(t *whole) (*Reconstruction, error) {
+	cfg, err := recordedConfig(t)
+	if err != nil {
+		return nil, err
+	}
+	rec, ooms, walked := reconstructWalk(t, cfg, nil)
+	if walked {
+		impliedFrom(t, ooms)
+	} else {
+		impliedCapacity(t)
+	}
 	return rec, nil
 }
 
@@ -413,4 +608,81 @@ func RunTrace(t *trace.Trace, opts Options) (*Result, error) {
 		return nil, err
 	}
 	return Run(t.NewReader(), opts)
+}
+
+// addrStates maps an address to its stNone..stFreed state: the
+// reconstruction's per-event lookup, a Go map's hashing and probing twice
+// per free (the lookup, then the update) before this. Open addressing with
+// linear probing, at most half full; entries are never removed.
+type addrStates struct {
+	slots []addrState
+	n     int
+	shift uint8
+}
+
+type addrState struct {
+	addr uint64
+	full bool
+	st   uint8
+}
+
+func (t *addrStates) home(addr uint64) int {
+	// Blocks are 512 B aligned: Fibonacci hashing takes the product's
+	// high bits.
+	return int((addr * 0x9E3779B97F4A7C15) >> t.shift)
+}
+
+// at returns the address's state, adding it as stNone if absent; the
+// pointer is valid until the next at.
+func (t *addrStates) at(addr uint64) *uint8 {
+	if 2*(t.n+1) > len(t.slots) {
+		t.grow()
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(addr); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if !s.full {
+			*s = addrState{addr: addr, full: true}
+			t.n++
+			return &s.st
+		}
+		if s.addr == addr {
+			return &s.st
+		}
+	}
+}
+
+// get returns the address's state, stNone if absent.
+func (t *addrStates) get(addr uint64) uint8 {
+	if t.n == 0 {
+		return stNone
+	}
+	mask := len(t.slots) - 1
+	for i := t.home(addr); ; i = (i + 1) & mask {
+		s := &t.slots[i]
+		if !s.full {
+			return stNone
+		}
+		if s.addr == addr {
+			return s.st
+		}
+	}
+}
+
+func (t *addrStates) grow() {
+	old := t.slots
+	n := max(64, 2*len(old))
+	t.slots = make([]addrState, n)
+	t.shift = uint8(64 - bits.TrailingZeros(uint(n)))
+	mask := n - 1
+	for _, s := range old {
+		if !s.full {
+			continue
+		}
+		i := t.home(s.addr)
+		for t.slots[i].full {
+			i = (i + 1) & mask
+		}
+		t.slots[i] = s
+	}
 }
