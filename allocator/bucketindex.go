@@ -41,8 +41,9 @@ func (k bkey) less(o bkey) bool {
 const leafCap = 64
 
 type leaf struct {
-	n    int
-	full uint64 // bit i: vals[i] holds blocks
+	n          int
+	full       uint64 // bit i: vals[i] holds blocks
+	prev, next *leaf  // neighbours in key order
 	keys [leafCap]bkey
 	vals [leafCap]*bucket
 }
@@ -85,34 +86,31 @@ func (x *bucketIndex) locate(k bkey) (li, i int, found bool) {
 	return li, i, i < l.n && l.keys[i] == k
 }
 
-// fullFrom returns the first non-empty bucket at or after position (li,
-// i), or nil.
-func (x *bucketIndex) fullFrom(li, i int) *bucket {
-	if li >= len(x.leaves) {
+// fullFrom returns the first non-empty bucket at or after slot i of l
+// (nil: past the end), or nil.
+func fullFrom(l *leaf, i int) *bucket {
+	if l == nil {
 		return nil
 	}
-	if m := x.leaves[li].full >> uint(i) << uint(i); i < leafCap && m != 0 {
-		return x.leaves[li].vals[bits.TrailingZeros64(m)]
+	if m := l.full >> uint(i) << uint(i); i < leafCap && m != 0 {
+		return l.vals[bits.TrailingZeros64(m)]
 	}
-	for li++; li < len(x.leaves); li++ {
-		if m := x.leaves[li].full; m != 0 {
-			return x.leaves[li].vals[bits.TrailingZeros64(m)]
+	for l = l.next; l != nil; l = l.next {
+		if l.full != 0 {
+			return l.vals[bits.TrailingZeros64(l.full)]
 		}
 	}
 	return nil
 }
 
-// fullBefore returns the last non-empty bucket before position (li, i),
-// or nil; li may be len(leaves) for the end.
-func (x *bucketIndex) fullBefore(li, i int) *bucket {
-	if li < len(x.leaves) {
-		if m := x.leaves[li].full & (uint64(1)<<uint(i) - 1); m != 0 {
-			return x.leaves[li].vals[63-bits.LeadingZeros64(m)]
-		}
+// fullBefore returns the last non-empty bucket before slot i of l, or nil.
+func fullBefore(l *leaf, i int) *bucket {
+	if m := l.full & (uint64(1)<<uint(i) - 1); m != 0 {
+		return l.vals[63-bits.LeadingZeros64(m)]
 	}
-	for li--; li >= 0; li-- {
-		if m := x.leaves[li].full; m != 0 {
-			return x.leaves[li].vals[63-bits.LeadingZeros64(m)]
+	for l = l.prev; l != nil; l = l.prev {
+		if l.full != 0 {
+			return l.vals[63-bits.LeadingZeros64(l.full)]
 		}
 	}
 	return nil
@@ -121,27 +119,27 @@ func (x *bucketIndex) fullBefore(li, i int) *bucket {
 // first is the first non-empty bucket whose key is not below k, or nil.
 func (x *bucketIndex) first(k bkey) *bucket {
 	li, i, _ := x.locate(k)
-	return x.fullFrom(li, i)
-}
-
-// after is the first non-empty bucket after bk, which must be in the index.
-func (x *bucketIndex) after(bk *bucket) *bucket {
-	return x.fullFrom(bk.leafIndex(x), int(bk.slot)+1)
+	if li >= len(x.leaves) {
+		return nil
+	}
+	return fullFrom(x.leaves[li], i)
 }
 
 // before is the last non-empty bucket before key k, or nil.
 func (x *bucketIndex) before(k bkey) *bucket {
 	li, i, _ := x.locate(k)
-	return x.fullBefore(li, i)
+	if li >= len(x.leaves) {
+		return nil
+	}
+	return fullBefore(x.leaves[li], i)
 }
 
 // last is the last non-empty bucket, or nil.
-func (x *bucketIndex) last() *bucket { return x.fullBefore(len(x.leaves), 0) }
-
-// leafIndex is the index of the bucket's leaf, found from its first key.
-func (bk *bucket) leafIndex(x *bucketIndex) int {
-	li, _, _ := x.locate(bk.leaf.keys[0])
-	return li
+func (x *bucketIndex) last() *bucket {
+	if len(x.leaves) == 0 {
+		return nil
+	}
+	return fullBefore(x.leaves[len(x.leaves)-1], leafCap)
 }
 
 // setFull marks bk as holding blocks, or not.
@@ -173,6 +171,11 @@ func (x *bucketIndex) insertAt(li, i int, k bkey, v *bucket) {
 		l.full &= 1<<half - 1
 		l.n = half
 		r.renumber(0)
+		r.prev, r.next = l, l.next
+		if l.next != nil {
+			l.next.prev = r
+		}
+		l.next = r
 		x.leaves = insertSlot(x.leaves, li+1, r)
 		x.firsts = insertSlot(x.firsts, li+1, r.keys[0])
 		if i > half {
@@ -211,7 +214,12 @@ func (x *bucketIndex) rebuild(keep func(*bucket) bool, drop func(*bucket)) {
 				continue
 			}
 			if cur == nil || cur.n == leafCap*3/4 {
+				prev := cur
 				cur = x.newLeaf()
+				cur.prev = prev
+				if prev != nil {
+					prev.next = cur
+				}
 				x.leaves = append(x.leaves, cur)
 				x.firsts = append(x.firsts, l.keys[j])
 			}
@@ -240,7 +248,7 @@ func (x *bucketIndex) newLeaf() *leaf {
 
 func (x *bucketIndex) recycle(l *leaf) {
 	clear(l.vals[:l.n])
-	l.n, l.full = 0, 0
+	l.n, l.full, l.prev, l.next = 0, 0, nil, nil
 	if len(x.spare) < 64 {
 		x.spare = append(x.spare, l)
 	}

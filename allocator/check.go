@@ -257,6 +257,10 @@ func (s *freeSet) check() error {
 		if l.n <= 0 || l.n > leafCap || x.firsts[li] != l.keys[0] {
 			return fmt.Errorf("index leaf %d: %d keys, first key %v, recorded %v", li, l.n, l.keys[0], x.firsts[li])
 		}
+		if (li > 0 && l.prev != x.leaves[li-1]) || (li == 0 && l.prev != nil) ||
+			(li+1 < len(x.leaves) && l.next != x.leaves[li+1]) || (li+1 == len(x.leaves) && l.next != nil) {
+			return fmt.Errorf("index leaf %d: links to its neighbours broken", li)
+		}
 		if l.n < leafCap && l.full>>uint(l.n) != 0 {
 			return fmt.Errorf("index leaf %d: non-empty marks past its %d keys", li, l.n)
 		}
@@ -269,6 +273,9 @@ func (s *freeSet) check() error {
 			keys++
 			if bk == nil || bk.key != k || !bk.live || bk.leaf != l || int(bk.slot) != i {
 				return fmt.Errorf("index: key %v names a bucket that is not its own, live and in its place", k)
+			}
+			if s.tab.get(k) != bk {
+				return fmt.Errorf("bucket %v: the table does not find it", k)
 			}
 			if full := l.full&(1<<uint(i)) != 0; full != (len(bk.blocks) > 0) {
 				return fmt.Errorf("bucket %v: marked non-empty %v, holds %d blocks", k, full, len(bk.blocks))
@@ -297,6 +304,9 @@ func (s *freeSet) check() error {
 				return fmt.Errorf("index leaf %d: a bucket past its %d keys", li, l.n)
 			}
 		}
+	}
+	if s.tab.n != keys {
+		return fmt.Errorf("the table holds %d buckets, the index %d", s.tab.n, keys)
 	}
 	if n != s.n || keys != x.n || empty != s.empty {
 		return fmt.Errorf("counts: %d blocks (recorded %d), %d buckets (recorded %d), %d empty (recorded %d)",

@@ -16,7 +16,8 @@ package allocator
 // back without a search.
 type freeSet struct {
 	idx   bucketIndex
-	n     int    // blocks in the set
+	tab   bucketTable // the index's buckets by exact key
+	n     int         // blocks in the set
 	bytes uint64 // their sizes' sum (FreeSummary)
 	empty int    // empty buckets in the index
 	sizes sizeCounts
@@ -54,12 +55,11 @@ func (s *freeSet) insert(b *Block) {
 	k := bkey{b.stream, b.size}
 	bk := b.bucket
 	if bk == nil || !bk.live || bk.key != k {
-		li, i, found := s.idx.locate(k)
-		if found {
-			bk = s.idx.leaves[li].vals[i]
-		} else {
+		if bk = s.tab.get(k); bk == nil {
+			li, i, _ := s.idx.locate(k)
 			bk = s.newBucket(k)
 			s.idx.insertAt(li, i, k, bk)
+			s.tab.add(bk)
 			s.empty++
 		}
 	}
@@ -129,6 +129,12 @@ func (s *freeSet) sweep() {
 		}
 	})
 	s.empty = 0
+	s.tab.reset(s.idx.n)
+	for _, l := range s.idx.leaves {
+		for _, bk := range l.vals[:l.n] {
+			s.tab.add(bk)
+		}
+	}
 }
 
 // largest is the size of the largest block in the set, or 0.
@@ -137,7 +143,15 @@ func (s *freeSet) largest() uint64 { return s.sizes.largest() }
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
-	bk := s.idx.first(bkey{stream, size})
+	k := bkey{stream, size}
+	var bk *bucket
+	if e := s.tab.get(k); e == nil {
+		bk = s.idx.first(k)
+	} else if len(e.blocks) > 0 {
+		bk = e // the usual case in a training loop: a block of the exact size
+	} else {
+		bk = fullFrom(e.leaf, int(e.slot)+1)
+	}
 	if bk == nil {
 		return nil
 	}
@@ -150,7 +164,7 @@ func (s *freeSet) next(b *Block) *Block {
 	if i := search(bk.blocks, b.addr); i > 0 {
 		return bk.blocks[i-1]
 	}
-	if bk = s.idx.after(bk); bk == nil {
+	if bk = fullFrom(bk.leaf, int(bk.slot)+1); bk == nil {
 		return nil
 	}
 	return bk.blocks[len(bk.blocks)-1]
@@ -162,7 +176,7 @@ func (s *freeSet) prev(b *Block) *Block {
 	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
 		return bk.blocks[i+1]
 	}
-	if bk = s.idx.before(bk.key); bk == nil {
+	if bk = fullBefore(bk.leaf, int(bk.slot)); bk == nil {
 		return nil
 	}
 	return bk.blocks[0]
