@@ -44,8 +44,8 @@ type leaf struct {
 	n          int
 	full       uint64 // bit i: vals[i] holds blocks
 	prev, next *leaf  // neighbours in key order
-	keys [leafCap]bkey
-	vals [leafCap]*bucket
+	keys       [leafCap]bkey
+	vals       [leafCap]*bucket
 }
 
 // lowerIn returns the first index of keys[:n] whose key is not below k.

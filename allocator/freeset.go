@@ -18,8 +18,8 @@ type freeSet struct {
 	idx   bucketIndex
 	tab   bucketTable // the index's buckets by exact key
 	n     int         // blocks in the set
-	bytes uint64 // their sizes' sum (FreeSummary)
-	empty int    // empty buckets in the index
+	bytes uint64      // their sizes' sum (FreeSummary)
+	empty int         // empty buckets in the index
 	sizes sizeCounts
 	spare []*bucket // swept buckets, reused with their slices
 }
