@@ -47,6 +47,7 @@ type Allocator struct {
 	pendingEvents int
 
 	observers      []observerEntry
+	observed       ActionSet // the union of the observers' sets
 	nextObserverID int
 
 	fatal         error // a sticky device error; every later call returns it

@@ -1,5 +1,7 @@
 package allocator
 
+import "math/bits"
+
 // bucketTable finds a free set's bucket by its exact key in one probe or
 // two: the question of every block that goes back to its pool at a new
 // size (after a split or a merge) and of every best-fit search, which
@@ -57,7 +59,7 @@ func (t *bucketTable) place(bk *bucket) {
 func (t *bucketTable) resize(size int) {
 	old := t.slots
 	t.slots = make([]*bucket, size)
-	t.shift = uint8(64 - bitsLen(size-1))
+	t.shift = uint8(64 - bits.Len(uint(size-1)))
 	for _, bk := range old {
 		if bk != nil {
 			t.place(bk)
@@ -73,7 +75,7 @@ func (t *bucketTable) reset(n int) {
 	}
 	if size != len(t.slots) {
 		t.slots = make([]*bucket, size)
-		t.shift = uint8(64 - bitsLen(size-1))
+		t.shift = uint8(64 - bits.Len(uint(size-1)))
 	} else {
 		clear(t.slots)
 	}

@@ -247,7 +247,7 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 func (s *freeSet) check() error {
 	n, keys, empty := 0, 0, 0
 	var bytes uint64
-	sizes := map[uint64]int{}
+	sizes, refs := map[uint64]int{}, map[uint64]int{}
 	var prev bkey
 	x := &s.idx
 	if len(x.firsts) != len(x.leaves) {
@@ -280,6 +280,10 @@ func (s *freeSet) check() error {
 			if full := l.full&(1<<uint(i)) != 0; full != (len(bk.blocks) > 0) {
 				return fmt.Errorf("bucket %v: marked non-empty %v, holds %d blocks", k, full, len(bk.blocks))
 			}
+			if bk.sz == nil || bk.sz != s.sizes.nodes[k.size] {
+				return fmt.Errorf("bucket %v: not counted under its size", k)
+			}
+			refs[k.size]++
 			if len(bk.blocks) == 0 {
 				empty++
 			} else {
@@ -315,15 +319,17 @@ func (s *freeSet) check() error {
 	if bytes != s.bytes {
 		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
 	}
-	if s.sizes.n != len(sizes) {
-		return fmt.Errorf("%d sizes counted for %d sizes", s.sizes.n, len(sizes))
+	if len(s.sizes.nodes) != len(refs) {
+		return fmt.Errorf("%d size nodes for %d sizes", len(s.sizes.nodes), len(refs))
 	}
 	var largest uint64
-	for size, c := range sizes {
-		if got := s.sizes.get(size); got != c {
-			return fmt.Errorf("size %d: %d buckets, counted %d", size, c, got)
+	for size, sn := range s.sizes.nodes {
+		if sn.size != size || sn.refs != refs[size] || sn.full != sizes[size] {
+			return fmt.Errorf("size %d: %d buckets, %d holding blocks; counted %d and %d", size, refs[size], sizes[size], sn.refs, sn.full)
 		}
-		largest = max(largest, size)
+		if sn.full > 0 {
+			largest = max(largest, size)
+		}
 	}
 	if !s.sizes.stale && s.sizes.top != largest {
 		return fmt.Errorf("largest free size %d, recorded %d", largest, s.sizes.top)

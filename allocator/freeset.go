@@ -20,7 +20,7 @@ type freeSet struct {
 	n     int         // blocks in the set
 	bytes uint64      // their sizes' sum (FreeSummary)
 	empty int         // empty buckets in the index
-	sizes sizeCounts
+	sizes sizeTable
 	spare []*bucket // swept buckets, reused with their slices
 }
 
@@ -28,6 +28,7 @@ type bucket struct {
 	key    bkey
 	blocks []*Block // descending address: the lowest is last
 	leaf   *leaf    // where the index holds it
+	sz     *sizeNode
 	slot   int32
 	live   bool // in the index; a block's hint to a bucket that is not, or is another key's, is stale
 }
@@ -58,6 +59,7 @@ func (s *freeSet) insert(b *Block) {
 		if bk = s.tab.get(k); bk == nil {
 			li, i, _ := s.idx.locate(k)
 			bk = s.newBucket(k)
+			bk.sz = s.sizes.ref(k.size)
 			s.idx.insertAt(li, i, k, bk)
 			s.tab.add(bk)
 			s.empty++
@@ -66,7 +68,7 @@ func (s *freeSet) insert(b *Block) {
 	if len(bk.blocks) == 0 {
 		bk.setFull(true)
 		s.empty--
-		s.sizes.inc(k.size)
+		s.sizes.filled(bk.sz)
 	}
 	s.bytes += b.size
 	// Freed blocks are mostly at low addresses, near the end: a short move.
@@ -112,7 +114,7 @@ func (s *freeSet) remove(b *Block) {
 	s.bytes -= b.size
 	if n == 1 {
 		bk.setFull(false)
-		s.sizes.dec(bk.key.size)
+		s.sizes.emptied(bk.sz)
 		s.empty++
 		if s.empty > 64 && s.empty > s.idx.n/2 {
 			s.sweep()
@@ -123,7 +125,8 @@ func (s *freeSet) remove(b *Block) {
 // sweep rebuilds the index without its empty buckets.
 func (s *freeSet) sweep() {
 	s.idx.rebuild(func(bk *bucket) bool { return len(bk.blocks) > 0 }, func(bk *bucket) {
-		bk.live, bk.leaf = false, nil
+		s.sizes.unref(bk.sz)
+		bk.live, bk.leaf, bk.sz = false, nil, nil
 		if len(s.spare) < 1024 {
 			s.spare = append(s.spare, bk)
 		}

@@ -253,7 +253,7 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 	if err != nil {
 		return a.fail(err)
 	}
-	if len(a.observers) != 0 {
+	if a.observed.Has(ActionOOM) {
 		a.emit(TraceEntry{Action: ActionOOM, Size: p.size, Stream: p.stream, DeviceFree: free})
 	}
 	a.stats.NumOOMs++

@@ -172,8 +172,10 @@ type replayer struct {
 	res    *Result
 	cfg    config.Config
 	devs   map[int32]*devState
-	order  []int32 // device indices in creation order
-	infer  bool    // infer empty_cache from release runs (PyTorch traces)
+	// lastDev is the device of the last lookup.
+	lastDev *devState
+	order   []int32 // device indices in creation order
+	infer   bool    // infer empty_cache from release runs (PyTorch traces)
 
 	// buf[ahead:] holds events read ahead: to pair a free_requested with
 	// its free_completed, and to see what follows a free_completed.
@@ -264,7 +266,11 @@ func (rp *replayer) setup() error {
 // device returns the state of device i, creating its allocator (and
 // restoring its initial segments) on first use.
 func (rp *replayer) device(i int32) (*devState, error) {
+	if d := rp.lastDev; d != nil && d.index == i {
+		return d, nil // traces are mostly of one device: no map lookup
+	}
 	if d := rp.devs[i]; d != nil {
+		rp.lastDev = d
 		return d, nil
 	}
 	if !validDevice(i) {
@@ -311,7 +317,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		rp.res.ConfigSource += ", expandable segments by the " + rp.opts.Policy.Name() + " policy"
 	}
 	d.a = a
-	a.AddObserver(d.observe)
+	// Only decisions are compared: an alloc and its free, the usual events,
+	// then call no observer at all.
+	a.AddObserverFor(allocator.Decisions, d.observe)
 	rp.devs[i] = d
 	rp.order = append(rp.order, i)
 	if rp.opts.Recorder != nil {
