@@ -80,6 +80,8 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		switch {
 		case b.seg != seg || b.pool != p || b.stream != seg.stream:
 			return fmt.Errorf("block %#x: wrong segment, pool or stream", b.addr)
+		case b.exp != (seg.exp != nil):
+			return fmt.Errorf("block %#x: marked expandable %v, its segment %v", b.addr, b.exp, seg.exp != nil)
 		case b.addr != end:
 			return fmt.Errorf("block %#x: expected at %#x (gap or overlap)", b.addr, end)
 		case b.size == 0 || b.size%MinBlockSize != 0:
