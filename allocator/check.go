@@ -321,8 +321,13 @@ func (s *freeSet) check() error {
 	if bytes != s.bytes {
 		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
 	}
-	if len(s.sizes.nodes) != len(refs) {
-		return fmt.Errorf("%d size nodes for %d sizes", len(s.sizes.nodes), len(refs))
+	if len(s.sizes.nodes) != len(refs) || len(s.sizes.all) != len(refs) {
+		return fmt.Errorf("%d size nodes (%d listed) for %d sizes", len(s.sizes.nodes), len(s.sizes.all), len(refs))
+	}
+	for i, sn := range s.sizes.all {
+		if sn.at != i || s.sizes.nodes[sn.size] != sn {
+			return fmt.Errorf("size node %d listed at %d, or not in the map", sn.size, i)
+		}
 	}
 	var largest uint64
 	for size, sn := range s.sizes.nodes {

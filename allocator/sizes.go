@@ -8,6 +8,7 @@ package allocator
 type sizeNode struct {
 	size       uint64
 	refs, full int
+	at         int // index in sizeTable.all
 }
 
 // sizeTable holds the nodes, and the largest size with blocks, so that
@@ -16,7 +17,8 @@ type sizeNode struct {
 // the distinct sizes, only after the largest size's last block went.
 type sizeTable struct {
 	nodes map[uint64]*sizeNode
-	top   uint64 // the largest size with blocks, unless stale
+	all   []*sizeNode // the nodes again, for a walk quicker than a map's
+	top   uint64      // the largest size with blocks, unless stale
 	stale bool
 	spare []*sizeNode
 }
@@ -36,6 +38,8 @@ func (t *sizeTable) ref(size uint64) *sizeNode {
 			n = &sizeNode{size: size}
 		}
 		t.nodes[size] = n
+		n.at = len(t.all)
+		t.all = append(t.all, n)
 	}
 	n.refs++
 	return n
@@ -45,6 +49,10 @@ func (t *sizeTable) ref(size uint64) *sizeNode {
 func (t *sizeTable) unref(n *sizeNode) {
 	if n.refs--; n.refs == 0 {
 		delete(t.nodes, n.size)
+		last := t.all[len(t.all)-1]
+		t.all[n.at], last.at = last, n.at
+		t.all[len(t.all)-1] = nil
+		t.all = t.all[:len(t.all)-1]
 		if len(t.spare) < 1024 {
 			t.spare = append(t.spare, n)
 		}
@@ -70,9 +78,9 @@ func (t *sizeTable) emptied(n *sizeNode) {
 func (t *sizeTable) largest() uint64 {
 	if t.stale {
 		t.top = 0
-		for size, n := range t.nodes {
+		for _, n := range t.all {
 			if n.full > 0 {
-				t.top = max(t.top, size)
+				t.top = max(t.top, n.size)
 			}
 		}
 		t.stale = false
