@@ -107,6 +107,23 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	}
 }
 
+// reserve makes room for n blocks without growing.
+func (t *liveTable) reserve(n int) {
+	size := liveMinSlots
+	for 2*n > size {
+		size *= 2
+	}
+	if size > len(t.slots) {
+		if t.slots == nil {
+			t.init(size)
+		} else {
+			for len(t.slots) < size {
+				t.grow()
+			}
+		}
+	}
+}
+
 func (t *liveTable) set(addr uint64, lb liveBlock) { t.put(t.find(addr), addr, lb) }
 
 func (t *liveTable) grow() {

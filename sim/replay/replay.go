@@ -174,8 +174,11 @@ type replayer struct {
 	devs   map[int32]*devState
 	// lastDev is the device of the last lookup.
 	lastDev *devState
-	order   []int32 // device indices in creation order
-	infer   bool    // infer empty_cache from release runs (PyTorch traces)
+	// beforeStack is beforeTraceStack's answer, once asked.
+	beforeStack    trace.StackID
+	hasBeforeStack bool
+	order          []int32 // device indices in creation order
+	infer          bool    // infer empty_cache from release runs (PyTorch traces)
 
 	// buf[ahead:] holds events read ahead: to pair a free_requested with
 	// its free_completed, and to see what follows a free_completed.
