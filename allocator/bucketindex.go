@@ -33,8 +33,9 @@ type bucketIndex struct {
 	// best fit asks for the same sizes over and over, and between two
 	// inserts the answer's place does not change. Direct-mapped by key;
 	// 256 entries, because a training step asks for about a hundred
-	// distinct sizes and 64 entries missed half the time (10 KB a pool).
-	seen [256]seenPos
+	// distinct sizes and 64 entries missed half the time (10 KB, made on
+	// a pool's first search: most allocators leave some pools unused).
+	seen *[256]seenPos
 }
 
 type seenPos struct {
@@ -138,6 +139,9 @@ func (x *bucketIndex) first(k bkey) *bucket {
 		return nil
 	}
 	h := ((k.size>>9 ^ uint64(k.stream)*0x9E3779B97F4A7C15) * 0xBF58476D1CE4E5B9) >> 56
+	if x.seen == nil {
+		x.seen = new([256]seenPos)
+	}
 	p := &x.seen[h]
 	if p.ver != x.ver || p.k != k || p.leaf == nil {
 		li, i, _ := x.locate(k)
