@@ -63,18 +63,23 @@ fuzz:
 	$(GO) test ./sim/study -run '^$$' -fuzz FuzzReadSpaceBound -fuzztime $(FUZZTIME)
 	$(GO) test ./allocator/cuda -run '^$$' -fuzz FuzzDeviceCalls -fuzztime $(FUZZTIME)
 
+# BENCH_BASE is the commit that `make bench` compares the real-snapshot
+# corpus with (bench/corpus.sh): main before issue 19's replay work.
+BENCH_BASE ?= 79798aa
+
 # Every figure of docs/performance.md with its baseline in the same run:
 # the allocator's hot path (docs/allocator.md), the replay's throughput
 # beside the trace decoder alone (docs/replay.md), the real-snapshot
-# corpus, the snapshot import beside Python's pickle.load of the same file,
-# and the C ABI's pair beside the allocator alone and glibc's malloc+free.
+# corpus beside BENCH_BASE's code (bench/corpus.sh), the snapshot import
+# beside Python's pickle.load of the same file, and the C ABI's pair
+# beside the allocator alone and glibc's malloc+free.
 # The machine and its load average are printed first: on a shared machine
 # the ratios hold, the absolute times move with the load.
 bench:
 	@echo "machine: $$(nproc) CPUs,$$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-), load average $$(cut -d' ' -f1-3 /proc/loadavg)"
 	bash bench/allocator.sh
 	bash bench/replay.sh
-	$(GO) test ./profiler -run '^$$' -bench '^BenchmarkRealSnapshots$$' -benchtime 20x -count 3
+	bash bench/corpus.sh $(BENCH_BASE) "" 5 10
 	bash bench/import.sh
 	bash bench/libmemreplay.sh
 	@echo "machine: load average $$(cut -d' ' -f1-3 /proc/loadavg) at the end"

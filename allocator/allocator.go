@@ -13,13 +13,14 @@ import (
 
 // Allocator is PyTorch's DeviceCachingAllocator for one device.
 type Allocator struct {
-	mu     sync.Mutex
-	dev    Device
-	vm     VirtualMemory // nil when the device has no VMM support
-	device int
-	cfg    config.Config
-	policy Policy
-	check  bool // run CheckInvariants after every operation
+	mu      sync.Mutex
+	dev     Device
+	vm      VirtualMemory // nil when the device has no VMM support
+	device  int
+	cfg     config.Config
+	policy  Policy
+	pytorch bool // policy is PyTorch{}: its methods are called directly
+	check   bool // run CheckInvariants after every operation
 
 	small, large pool
 	stats        Stats
@@ -47,6 +48,7 @@ type Allocator struct {
 	pendingEvents int
 
 	observers      []observerEntry
+	observed       ActionSet // the union of the observers' sets
 	nextObserverID int
 
 	fatal         error // a sticky device error; every later call returns it
@@ -97,6 +99,7 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	for _, o := range opts {
 		o(a)
 	}
+	_, a.pytorch = a.policy.(PyTorch)
 	a.pools = []*pool{&a.large, &a.small}
 	if e, ok := a.policy.(policyEngine); ok {
 		if err := e.engine(a, &cfg); err != nil {

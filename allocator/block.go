@@ -5,22 +5,24 @@ package allocator
 // valid from Malloc until the Free that returns it: block objects are
 // recycled afterwards, so a stale pointer must not be used.
 type Block struct {
-	addr      uint64
-	size      uint64
-	requested uint64 // the caller's unrounded size; stale once freed, as in PyTorch
-	stream    Stream
-	pool      *pool
-	seg       *segment
-	prev      *Block // neighbours inside the segment, by address
-	next      *Block
-
+	// The fields best fit, splitting and merging read come first, so that
+	// they share as few cache lines as they can.
+	addr       uint64
+	size       uint64
+	stream     Stream
+	pool       *pool
+	seg        *segment
+	prev       *Block // neighbours inside the segment, by address
+	next       *Block
 	allocated  bool
-	mapped     bool  // false only for unmapped ranges of expandable segments
-	eventCount int32 // outstanding record-stream events
+	mapped     bool    // false only for unmapped ranges of expandable segments
+	exp        bool    // seg.exp != nil, which never changes for a segment
+	eventCount int32   // outstanding record-stream events
+	bucket     *bucket // the free-set bucket it is in, or was last in (a hint)
 	streamUses []Stream
+	requested  uint64 // the caller's unrounded size; stale once freed, as in PyTorch
 
-	gcCountBase uint64  // pool.getFreeBlocksCallCount when it became free
-	bucket      *bucket // the free-set bucket it is in, or was last in (a hint)
+	gcCountBase uint64 // pool.getFreeBlocksCallCount when it became free
 
 	// Lifetime (policy_lifetime.go): the epoch it was handed out in, its
 	// size class, and whether it was predicted long-lived.
@@ -56,7 +58,7 @@ func (b *Block) allocatable() bool {
 	return b != nil && !b.allocated && b.eventCount == 0 && len(b.streamUses) == 0
 }
 
-func (b *Block) expandable() bool { return b.seg.exp != nil }
+func (b *Block) expandable() bool { return b.exp }
 
 // gcAge is the number of get_free_block calls on its pool since the block
 // became free: the clock garbage collection uses.
@@ -84,7 +86,7 @@ func (a *Allocator) newBlock(addr, size uint64, stream Stream, p *pool, seg *seg
 	} else {
 		b = new(Block)
 	}
-	*b = Block{addr: addr, size: size, stream: stream, pool: p, seg: seg, mapped: true}
+	*b = Block{addr: addr, size: size, stream: stream, pool: p, seg: seg, mapped: true, exp: seg.exp != nil}
 	return b
 }
 

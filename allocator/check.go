@@ -80,6 +80,8 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		switch {
 		case b.seg != seg || b.pool != p || b.stream != seg.stream:
 			return fmt.Errorf("block %#x: wrong segment, pool or stream", b.addr)
+		case b.exp != (seg.exp != nil):
+			return fmt.Errorf("block %#x: marked expandable %v, its segment %v", b.addr, b.exp, seg.exp != nil)
 		case b.addr != end:
 			return fmt.Errorf("block %#x: expected at %#x (gap or overlap)", b.addr, end)
 		case b.size == 0 || b.size%MinBlockSize != 0:
@@ -239,56 +241,109 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 	return nil
 }
 
-// check verifies the free set's own structure.
+// check verifies the free set's own structure: the index's leaves sorted
+// and summarised by their first keys, every bucket in it live, under its
+// own key, knowing its place, marked non-empty exactly when it holds
+// blocks, and holding blocks of its key in descending address order that
+// name it; the counts of blocks, bytes, empty buckets and sizes.
 func (s *freeSet) check() error {
-	n := 0
-	empty := 0
+	n, keys, empty := 0, 0, 0
 	var bytes uint64
-	refs, nonEmpty := map[uint64]int{}, map[uint64]int{}
-	for k, bk := range s.buckets {
-		if bk.sz == nil || bk.sz.size != bk.key.size || s.sizes[bk.key.size] != bk.sz {
-			return fmt.Errorf("bucket %v has no size node of its size", bk.key)
-		}
-		refs[bk.key.size]++
-		if len(bk.blocks) > 0 {
-			nonEmpty[bk.key.size]++
-		}
-		bytes += uint64(len(bk.blocks)) * bk.key.size
-		if bk.packed != k || s.packKey(bk.key.stream, bk.key.size) != k || bk.dead {
-			return fmt.Errorf("bucket %v filed under %#x", bk.key, k)
-		}
-		if !s.index.Has(bk) {
-			return fmt.Errorf("bucket %v missing from the index", bk.key)
-		}
-		if len(bk.blocks) == 0 {
-			empty++
-		}
-		for i, b := range bk.blocks {
-			if b.stream != bk.key.stream || b.size != bk.key.size {
-				return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, bk.key)
-			}
-			if i > 0 && bk.blocks[i-1].addr <= b.addr {
-				return fmt.Errorf("bucket %v not in descending address order", bk.key)
-			}
-			if b.bucket != bk {
-				return fmt.Errorf("block %#x does not name its bucket", b.addr)
-			}
-		}
-		n += len(bk.blocks)
+	sizes, refs := map[uint64]int{}, map[uint64]int{}
+	var prev bkey
+	x := &s.idx
+	if len(x.firsts) != len(x.leaves) {
+		return fmt.Errorf("index: %d first keys for %d leaves", len(x.firsts), len(x.leaves))
 	}
-	if n != s.n || empty != s.empty || s.index.Len() != len(s.buckets) {
-		return fmt.Errorf("counts: %d blocks (recorded %d), %d empty buckets (recorded %d), index %d vs map %d",
-			n, s.n, empty, s.empty, s.index.Len(), len(s.buckets))
+	for li, l := range x.leaves {
+		if l.n <= 0 || l.n > leafCap || x.firsts[li] != l.keys[0] {
+			return fmt.Errorf("index leaf %d: %d keys, first key %v, recorded %v", li, l.n, l.keys[0], x.firsts[li])
+		}
+		if (li > 0 && l.prev != x.leaves[li-1]) || (li == 0 && l.prev != nil) ||
+			(li+1 < len(x.leaves) && l.next != x.leaves[li+1]) || (li+1 == len(x.leaves) && l.next != nil) {
+			return fmt.Errorf("index leaf %d: links to its neighbours broken", li)
+		}
+		if l.n < leafCap && l.full>>uint(l.n) != 0 {
+			return fmt.Errorf("index leaf %d: non-empty marks past its %d keys", li, l.n)
+		}
+		for i, bk := range l.vals[:l.n] {
+			k := l.keys[i]
+			if keys > 0 && !prev.less(k) {
+				return fmt.Errorf("index: key %v after %v", k, prev)
+			}
+			prev = k
+			keys++
+			if bk == nil || bk.key != k || !bk.live || bk.leaf != l || int(bk.slot) != i {
+				return fmt.Errorf("index: key %v names a bucket that is not its own, live and in its place", k)
+			}
+			if s.tab.get(k) != bk {
+				return fmt.Errorf("bucket %v: the table does not find it", k)
+			}
+			if full := l.full&(1<<uint(i)) != 0; full != (len(bk.blocks) > 0) {
+				return fmt.Errorf("bucket %v: marked non-empty %v, holds %d blocks", k, full, len(bk.blocks))
+			}
+			if bk.sz == nil || bk.sz != s.sizes.nodes[k.size] {
+				return fmt.Errorf("bucket %v: not counted under its size", k)
+			}
+			refs[k.size]++
+			if len(bk.blocks) == 0 {
+				empty++
+			} else {
+				sizes[k.size]++
+			}
+			for j, b := range bk.blocks {
+				if b.stream != k.stream || b.size != k.size {
+					return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, k)
+				}
+				if j > 0 && bk.blocks[j-1].addr <= b.addr {
+					return fmt.Errorf("bucket %v not in descending address order", k)
+				}
+				if b.bucket != bk {
+					return fmt.Errorf("block %#x does not name its bucket", b.addr)
+				}
+				bytes += b.size
+			}
+			n += len(bk.blocks)
+		}
+		for i := l.n; i < leafCap; i++ {
+			if l.vals[i] != nil {
+				return fmt.Errorf("index leaf %d: a bucket past its %d keys", li, l.n)
+			}
+		}
+	}
+	if s.tab.n != keys {
+		return fmt.Errorf("the table holds %d buckets, the index %d", s.tab.n, keys)
+	}
+	if n != s.n || keys != x.n || empty != s.empty {
+		return fmt.Errorf("counts: %d blocks (recorded %d), %d buckets (recorded %d), %d empty (recorded %d)",
+			n, s.n, keys, x.n, empty, s.empty)
 	}
 	if bytes != s.bytes {
 		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
 	}
-	if len(s.sizes) != len(refs) {
-		return fmt.Errorf("%d size nodes for %d sizes", len(s.sizes), len(refs))
+	if len(s.sizes.nodes) != len(refs) || len(s.sizes.all) != len(refs) {
+		return fmt.Errorf("%d size nodes (%d listed) for %d sizes", len(s.sizes.nodes), len(s.sizes.all), len(refs))
 	}
-	for size, sn := range s.sizes {
-		if sn.refs != refs[size] || sn.nonEmpty != nonEmpty[size] {
-			return fmt.Errorf("size %d: %d buckets, %d holding blocks; recorded %d and %d", size, refs[size], nonEmpty[size], sn.refs, sn.nonEmpty)
+	for i, sn := range s.sizes.all {
+		if sn.at != i || s.sizes.nodes[sn.size] != sn {
+			return fmt.Errorf("size node %d listed at %d, or not in the map", sn.size, i)
+		}
+	}
+	var largest uint64
+	for size, sn := range s.sizes.nodes {
+		if sn.size != size || sn.refs != refs[size] || sn.full != sizes[size] {
+			return fmt.Errorf("size %d: %d buckets, %d holding blocks; counted %d and %d", size, refs[size], sizes[size], sn.refs, sn.full)
+		}
+		if sn.full > 0 {
+			largest = max(largest, size)
+		}
+	}
+	if !s.sizes.stale && s.sizes.top != largest {
+		return fmt.Errorf("largest free size %d, recorded %d", largest, s.sizes.top)
+	}
+	for _, bk := range s.spare {
+		if bk.live {
+			return fmt.Errorf("bucket %v is both spare and live", bk.key)
 		}
 	}
 	return nil

@@ -72,12 +72,13 @@
 //
 // # Cost
 //
-// A cache hit does no device call: one lookup in the free set (an exact-size
-// bucket for the common case of a size seen before), the split test and the
+// A cache hit does no device call: one lookup in the free set (a table
+// probe for the common case of a size seen before), the split test and the
 // statistics. The free set keeps, for each (stream, size), the free blocks
-// of that size sorted by address, and a B-tree over the (stream, size) keys
-// for the lower-bound search when no block of the exact size is free. Block
-// objects are recycled, so steady-state malloc and free allocate nothing on
-// the Go heap. All methods take one mutex; the allocator is safe for
+// of that size sorted by address, in an ordered two-level index over the
+// (stream, size) keys whose leaves mark their non-empty buckets in a
+// bitmap, for the lower-bound search when no block of the exact size is
+// free (freeset.go, bucketindex.go). Block objects are recycled, so
+// steady-state malloc and free allocate nothing on the Go heap. All methods take one mutex; the allocator is safe for
 // concurrent use, and observers run under that mutex.
 package allocator

@@ -1,139 +1,39 @@
 package allocator
 
-import "github.com/google/btree"
-
 // freeSet is a pool's set of free mapped blocks, in PyTorch's order
 // (stream, size, address), as BlockPool.blocks is.
 //
-// Training loops ask for the same sizes over and over, so the set is built
-// for the exact-size hit: a hash map from (stream, size) to a bucket holding
-// the free blocks of that size sorted by address, highest first, so that the
-// lowest address, which best fit takes, is at the end of the slice. The
-// ordered walks (lower bound when no block of the exact size is free,
-// next/previous in set order, whole-pool iteration) go through a B-tree over
-// the bucket keys. Buckets that empty stay in both indexes so that a block
-// taken and given back touches only the map; they are swept when they
-// outnumber the live ones.
+// The blocks of one (stream, size) sit in a bucket sorted by address,
+// highest first, so that the lowest address, which best fit takes, is at
+// the end of the slice. The buckets are in an ordered index
+// (bucketindex.go) that marks which hold blocks: best fit's lower bound is
+// one search there, whether or not a block of the exact size is free, and
+// ordered walks (next/previous in set order, the whole pool) step through
+// it. A bucket that empties stays in the index, so that training loops,
+// which free and take the same sizes over and over, mostly flip a bit;
+// the empty ones are swept out when they outnumber the others. A block
+// remembers its bucket, so a block freed at the size it was taken at goes
+// back without a search.
 type freeSet struct {
-	buckets map[uint64]*bucket // by packed key, see packKey
-	index   *btree.BTreeG[*bucket]
-	pivot   bucket // search key for the B-tree, kept here to avoid allocating
-	empty   int    // buckets with no blocks
-	n       int    // blocks in the set
-
-	// Streams are numbered densely so that (stream, size) packs into one
-	// word, which Go's maps hash several times faster than a struct.
-	streamIDs  map[Stream]uint64
-	lastStream Stream
-	lastID     uint64
-
+	idx   bucketIndex
+	tab   bucketTable // the index's buckets by exact key
+	n     int         // blocks in the set
+	bytes uint64      // their sizes' sum (FreeSummary)
+	empty int         // empty buckets in the index
+	sizes sizeTable
 	spare []*bucket // swept buckets, reused with their slices
-
-	// bytes sums the blocks' sizes, and sizes counts, per size, the
-	// buckets that hold blocks of it (over every stream): FreeSummary reads
-	// the total, and the largest from the distinct sizes, rather than
-	// walking one bucket per (stream, size), which is as many as there are
-	// streams.
-	bytes uint64
-	sizes map[uint64]*sizeNode
-	// spareSizes holds dropped size nodes for reuse: a size that empties
-	// and comes back (every step of a training loop) then costs no heap
-	// allocation.
-	spareSizes []*sizeNode
-}
-
-// sizeNode counts the buckets of one size: refs those in the set, nonEmpty
-// those holding blocks.
-type sizeNode struct {
-	size           uint64
-	refs, nonEmpty int
-}
-
-// sizeNode returns the node of size, made on first use; the caller holds
-// a reference.
-func (s *freeSet) sizeNode(size uint64) *sizeNode {
-	n := s.sizes[size]
-	if n == nil {
-		if k := len(s.spareSizes); k > 0 {
-			n = s.spareSizes[k-1]
-			s.spareSizes = s.spareSizes[:k-1]
-			*n = sizeNode{size: size}
-		} else {
-			n = &sizeNode{size: size}
-		}
-		s.sizes[size] = n
-	}
-	n.refs++
-	return n
-}
-
-// largest is the size of the largest block in the set, or 0: a walk over
-// the distinct sizes, which are few (the stream does not multiply them).
-func (s *freeSet) largest() uint64 {
-	var l uint64
-	for size, n := range s.sizes {
-		if n.nonEmpty > 0 {
-			l = max(l, size)
-		}
-	}
-	return l
-}
-
-type sizeKey struct {
-	stream Stream
-	size   uint64
-}
-
-func (k sizeKey) less(o sizeKey) bool {
-	if k.stream != o.stream {
-		return k.stream < o.stream
-	}
-	return k.size < o.size
 }
 
 type bucket struct {
-	key    sizeKey
-	packed uint64
+	key    bkey
 	blocks []*Block // descending address: the lowest is last
-	dead   bool     // swept out of the set; blocks may still name it as a hint
+	leaf   *leaf    // where the index holds it
 	sz     *sizeNode
+	slot   int32
+	live   bool // in the index; a block's hint to a bucket that is not, or is another key's, is stale
 }
 
-func bucketLess(a, b *bucket) bool { return a.key.less(b.key) }
-
-func newFreeSet() freeSet {
-	return freeSet{
-		buckets:   make(map[uint64]*bucket),
-		index:     btree.NewWithFreeListG(16, bucketLess, btree.NewFreeListG[*bucket](64)),
-		streamIDs: map[Stream]uint64{0: 0},
-		sizes:     map[uint64]*sizeNode{},
-	}
-}
-
-// packKey packs (stream, size) into one word: the stream's number above bit
-// 41 and size/512 below, which holds every block size under 1 PiB (block
-// sizes are multiples of 512; CheckInvariants verifies it).
-func (s *freeSet) packKey(stream Stream, size uint64) uint64 {
-	if stream != s.lastStream {
-		id, ok := s.streamIDs[stream]
-		if !ok {
-			id = uint64(len(s.streamIDs))
-			s.streamIDs[stream] = id
-		}
-		s.lastStream, s.lastID = stream, id
-	}
-	return s.lastID<<41 | size>>9
-}
-
-// bucketFor returns the live bucket for b's current size, using the bucket b
-// was last in as a hint: a block freed at the size it was taken at needs no
-// lookup.
-func (s *freeSet) bucketFor(b *Block) *bucket {
-	if h := b.bucket; h != nil && !h.dead && h.key.size == b.size && h.key.stream == b.stream {
-		return h
-	}
-	return s.buckets[s.packKey(b.stream, b.size)]
-}
+func newFreeSet() freeSet { return freeSet{} }
 
 func (s *freeSet) len() int { return s.n }
 
@@ -153,112 +53,112 @@ func search(bs []*Block, addr uint64) int {
 }
 
 func (s *freeSet) insert(b *Block) {
-	bk := s.bucketFor(b)
-	if bk == nil {
-		if n := len(s.spare); n > 0 {
-			bk = s.spare[n-1]
-			s.spare = s.spare[:n-1]
-		} else {
-			bk = &bucket{}
+	k := bkey{b.stream, b.size}
+	bk := b.bucket
+	if bk == nil || !bk.live || bk.key != k {
+		if bk = s.tab.get(k); bk == nil {
+			li, i, _ := s.idx.locate(k)
+			bk = s.newBucket(k)
+			bk.sz = s.sizes.ref(k.size)
+			s.idx.insertAt(li, i, k, bk)
+			s.tab.add(bk)
+			s.empty++
 		}
-		bk.key, bk.packed, bk.dead = sizeKey{b.stream, b.size}, s.packKey(b.stream, b.size), false
-		bk.sz = s.sizeNode(b.size)
-		s.buckets[bk.packed] = bk
-		s.index.ReplaceOrInsert(bk)
-		bk.sz.nonEmpty++
-	} else if len(bk.blocks) == 0 {
+	}
+	if len(bk.blocks) == 0 {
+		bk.setFull(true)
 		s.empty--
-		bk.sz.nonEmpty++
+		s.sizes.filled(bk.sz)
 	}
 	s.bytes += b.size
 	// Freed blocks are mostly at low addresses, near the end: a short move.
-	i := search(bk.blocks, b.addr)
-	bk.blocks = append(bk.blocks, nil)
-	copy(bk.blocks[i+1:], bk.blocks[i:])
-	bk.blocks[i] = b
+	if n := len(bk.blocks); n == 0 || bk.blocks[n-1].addr > b.addr {
+		bk.blocks = append(bk.blocks, b)
+	} else {
+		i := search(bk.blocks, b.addr)
+		bk.blocks = append(bk.blocks, nil)
+		copy(bk.blocks[i+1:], bk.blocks[i:])
+		bk.blocks[i] = b
+	}
 	b.bucket = bk
 	s.n++
+}
+
+func (s *freeSet) newBucket(k bkey) *bucket {
+	var bk *bucket
+	if n := len(s.spare); n > 0 {
+		bk = s.spare[n-1]
+		s.spare = s.spare[:n-1]
+	} else {
+		bk = &bucket{}
+	}
+	bk.key, bk.live = k, true
+	return bk
 }
 
 // remove deletes b, which must be in the set with its current size.
 func (s *freeSet) remove(b *Block) {
 	bk := b.bucket
-	i := search(bk.blocks, b.addr)
-	if i == len(bk.blocks) || bk.blocks[i] != b {
-		panic("allocator: free set does not hold the block it is asked to remove")
+	n := len(bk.blocks)
+	i := n - 1 // best fit takes the lowest address: the last
+	if n == 0 || bk.blocks[i] != b {
+		i = search(bk.blocks, b.addr)
+		if !bk.live || i == n || bk.blocks[i] != b {
+			panic("allocator: free set does not hold the block it is asked to remove")
+		}
+		copy(bk.blocks[i:], bk.blocks[i+1:])
 	}
-	copy(bk.blocks[i:], bk.blocks[i+1:])
-	bk.blocks[len(bk.blocks)-1] = nil
-	bk.blocks = bk.blocks[:len(bk.blocks)-1]
+	bk.blocks[n-1] = nil
+	bk.blocks = bk.blocks[:n-1]
 	s.n--
 	s.bytes -= b.size
-	if len(bk.blocks) == 0 {
-		bk.sz.nonEmpty--
+	if n == 1 {
+		bk.setFull(false)
+		s.sizes.emptied(bk.sz)
 		s.empty++
-		if s.empty > 64 && s.empty > len(s.buckets)/2 {
+		if s.empty > 64 && s.empty > s.idx.n/2 {
 			s.sweep()
 		}
 	}
 }
 
+// sweep rebuilds the index without its empty buckets.
 func (s *freeSet) sweep() {
-	for k, bk := range s.buckets {
-		if len(bk.blocks) == 0 {
-			delete(s.buckets, k)
-			s.index.Delete(bk)
-			bk.dead = true
-			if bk.sz.refs--; bk.sz.refs == 0 {
-				delete(s.sizes, bk.sz.size)
-				if len(s.spareSizes) < 1024 {
-					s.spareSizes = append(s.spareSizes, bk.sz)
-				}
-			}
-			bk.sz = nil
-			if len(s.spare) < 1024 {
-				s.spare = append(s.spare, bk)
-			}
+	s.idx.rebuild(func(bk *bucket) bool { return len(bk.blocks) > 0 }, func(bk *bucket) {
+		s.sizes.unref(bk.sz)
+		bk.live, bk.leaf, bk.sz = false, nil, nil
+		if len(s.spare) < 1024 {
+			s.spare = append(s.spare, bk)
+		}
+	})
+	s.empty = 0
+	s.tab.reset(s.idx.n)
+	for _, l := range s.idx.leaves {
+		for _, bk := range l.vals[:l.n] {
+			s.tab.add(bk)
 		}
 	}
-	s.empty = 0
 }
+
+// largest is the size of the largest block in the set, or 0.
+func (s *freeSet) largest() uint64 { return s.sizes.largest() }
 
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
-	if bk := s.buckets[s.packKey(stream, size)]; bk != nil && len(bk.blocks) > 0 {
-		return bk.blocks[len(bk.blocks)-1]
+	k := bkey{stream, size}
+	var bk *bucket
+	if e := s.tab.get(k); e == nil {
+		bk = s.idx.first(k)
+	} else if len(e.blocks) > 0 {
+		bk = e // the usual case in a training loop: a block of the exact size
+	} else {
+		bk = fullFrom(e.leaf, int(e.slot)+1)
 	}
-	return s.firstFrom(sizeKey{stream, size}, false)
-}
-
-// firstFrom returns the lowest-address block of the first non-empty bucket
-// whose key is at or after k (strictly after with strict).
-func (s *freeSet) firstFrom(k sizeKey, strict bool) *Block {
-	var found *Block
-	s.pivot.key = k
-	s.index.AscendGreaterOrEqual(&s.pivot, func(bk *bucket) bool {
-		if len(bk.blocks) == 0 || (strict && bk.key == k) {
-			return true
-		}
-		found = bk.blocks[len(bk.blocks)-1]
-		return false
-	})
-	return found
-}
-
-// lastBefore returns the highest-address block of the last non-empty bucket
-// whose key is before k.
-func (s *freeSet) lastBefore(k sizeKey) *Block {
-	var found *Block
-	s.pivot.key = k
-	s.index.DescendLessOrEqual(&s.pivot, func(bk *bucket) bool {
-		if len(bk.blocks) == 0 || bk.key == k {
-			return true
-		}
-		found = bk.blocks[0]
-		return false
-	})
-	return found
+	if bk == nil {
+		return nil
+	}
+	return bk.blocks[len(bk.blocks)-1]
 }
 
 // next returns the block after b in set order, or nil. b must be in the set.
@@ -267,7 +167,10 @@ func (s *freeSet) next(b *Block) *Block {
 	if i := search(bk.blocks, b.addr); i > 0 {
 		return bk.blocks[i-1]
 	}
-	return s.firstFrom(bk.key, true)
+	if bk = fullFrom(bk.leaf, int(bk.slot)+1); bk == nil {
+		return nil
+	}
+	return bk.blocks[len(bk.blocks)-1]
 }
 
 // prev returns the block before b in set order, or nil. b must be in the set.
@@ -276,39 +179,40 @@ func (s *freeSet) prev(b *Block) *Block {
 	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
 		return bk.blocks[i+1]
 	}
-	return s.lastBefore(bk.key)
+	if bk = fullBefore(bk.leaf, int(bk.slot)); bk == nil {
+		return nil
+	}
+	return bk.blocks[0]
 }
 
 // last returns the final block in set order, or nil.
 func (s *freeSet) last() *Block {
-	var found *Block
-	s.index.Descend(func(bk *bucket) bool {
-		if len(bk.blocks) == 0 {
-			return true
-		}
-		found = bk.blocks[0]
-		return false
-	})
-	return found
+	bk := s.idx.last()
+	if bk == nil {
+		return nil
+	}
+	return bk.blocks[0]
 }
 
 // appendAll appends every block in set order.
 func (s *freeSet) appendAll(dst []*Block) []*Block {
-	s.index.Ascend(func(bk *bucket) bool {
-		for i := len(bk.blocks) - 1; i >= 0; i-- {
-			dst = append(dst, bk.blocks[i])
+	for _, l := range s.idx.leaves {
+		for _, bk := range l.vals[:l.n] {
+			for i := len(bk.blocks) - 1; i >= 0; i-- {
+				dst = append(dst, bk.blocks[i])
+			}
 		}
-		return true
-	})
+	}
 	return dst
 }
 
 // contains reports whether b is in the set (for invariant checks).
 func (s *freeSet) contains(b *Block) bool {
-	bk := s.buckets[s.packKey(b.stream, b.size)]
-	if bk == nil {
+	li, j, found := s.idx.locate(bkey{b.stream, b.size})
+	if !found {
 		return false
 	}
+	bk := s.idx.leaves[li].vals[j]
 	i := search(bk.blocks, b.addr)
 	return i < len(bk.blocks) && bk.blocks[i] == b
 }

@@ -38,20 +38,57 @@ type TraceEntry struct {
 // must not call back into the allocator, and it should be quick.
 type Observer func(TraceEntry)
 
-// AddObserver registers an observer and returns the function that removes
-// it. With no observer registered, recording costs one length check.
+// ActionSet is a set of actions, one bit each.
+type ActionSet uint16
+
+// Actions returns the set of the given actions.
+func Actions(as ...Action) ActionSet {
+	var s ActionSet
+	for _, a := range as {
+		s |= 1 << a
+	}
+	return s
+}
+
+// Has says whether a is in the set.
+func (s ActionSet) Has(a Action) bool { return s&(1<<a) != 0 }
+
+// AllActions holds every action; Decisions those that are the allocator's
+// own decisions rather than the caller's requests: the device calls and
+// the out-of-memory.
+var (
+	AllActions = ActionSet(1<<(ActionOOM+1) - 1)
+	Decisions  = Actions(ActionSegmentAlloc, ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap, ActionOOM)
+)
+
+// AddObserver registers an observer of every action and returns the
+// function that removes it. With no observer registered, recording costs
+// one test.
 func (a *Allocator) AddObserver(o Observer) (remove func()) {
+	return a.AddObserverFor(AllActions, o)
+}
+
+// AddObserverFor registers an observer of the actions in set only. An
+// allocation and a free make three entries (alloc, free_requested,
+// free_completed) and no decision in the usual case: an observer of
+// Decisions is not called for them at all.
+func (a *Allocator) AddObserverFor(set ActionSet, o Observer) (remove func()) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.nextObserverID++
 	id := a.nextObserverID
-	a.observers = append(a.observers, observerEntry{id, o})
+	a.observers = append(a.observers, observerEntry{id, set, o})
+	a.observed |= set
 	return func() {
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		for i, e := range a.observers {
 			if e.id == id {
 				a.observers = append(a.observers[:i:i], a.observers[i+1:]...)
+				a.observed = 0
+				for _, e := range a.observers {
+					a.observed |= e.set
+				}
 				return
 			}
 		}
@@ -59,14 +96,15 @@ func (a *Allocator) AddObserver(o Observer) (remove func()) {
 }
 
 type observerEntry struct {
-	id int
-	fn Observer
+	id  int
+	set ActionSet
+	fn  Observer
 }
 
-// record is small enough to inline, so that with no observer a trace point
-// costs one length check.
+// record is small enough to inline, so that a trace point no observer
+// wants costs one test.
 func (a *Allocator) record(action Action, addr, size uint64, stream Stream) {
-	if len(a.observers) != 0 {
+	if a.observed.Has(action) {
 		a.emit(TraceEntry{Action: action, Addr: addr, Size: size, Stream: stream})
 	}
 }
@@ -74,6 +112,8 @@ func (a *Allocator) record(action Action, addr, size uint64, stream Stream) {
 //go:noinline
 func (a *Allocator) emit(e TraceEntry) {
 	for _, o := range a.observers {
-		o.fn(e)
+		if o.set.Has(e.Action) {
+			o.fn(e)
+		}
 	}
 }

@@ -14,7 +14,12 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 			return nil, a.fail(err)
 		}
 	}
-	size := a.policy.RoundSize(&a.cfg, origSize)
+	var size uint64
+	if a.pytorch {
+		size = PyTorch{}.RoundSize(&a.cfg, origSize) // a direct call on the hot path
+	} else {
+		size = a.policy.RoundSize(&a.cfg, origSize)
+	}
 	if a.plan != nil {
 		return a.planMalloc(origSize, size, stream)
 	}
@@ -23,12 +28,8 @@ func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
 
 // mallocRounded is malloc's online path for a rounded size.
 func (a *Allocator) mallocRounded(origSize, size uint64, stream Stream) (*Block, error) {
-	p := params{
-		size:      size,
-		allocSize: a.policy.AllocationSize(&a.cfg, size),
-		stream:    stream,
-		pool:      a.poolFor(size),
-	}
+	// allocSize is needed only when no cached block fits: allocSlow sets it.
+	p := params{size: size, stream: stream, pool: a.poolFor(size)}
 	predictedLong := false
 	if a.life != nil {
 		predictedLong = a.life.choosePool(a, &p)
@@ -56,7 +57,12 @@ func (a *Allocator) mallocRounded(origSize, size uint64, stream Stream) (*Block,
 			return nil, a.outOfMemory(&p, origSize)
 		}
 	}
-	split := a.policy.ShouldSplit(&a.cfg, b.size, size, p.pool.small)
+	var split bool
+	if a.pytorch {
+		split = PyTorch{}.ShouldSplit(&a.cfg, b.size, size, p.pool.small)
+	} else {
+		split = a.policy.ShouldSplit(&a.cfg, b.size, size, p.pool.small)
+	}
 	b = a.allocFoundBlock(&p, b, origSize, split)
 	if a.life != nil {
 		a.life.allocated(a, b, size, predictedLong)
@@ -68,6 +74,7 @@ func (a *Allocator) mallocRounded(origSize, size uint64, stream Stream) (*Block,
 // segment, releasing oversize cached blocks, releasing the whole cache and a
 // counted retry. A nil block with a nil error means out of memory.
 func (a *Allocator) allocSlow(p *params) (*Block, error) {
+	p.allocSize = a.policy.AllocationSize(&a.cfg, p.size)
 	if a.gcActive() {
 		if err := a.garbageCollect(); err != nil {
 			return nil, err
@@ -253,7 +260,7 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 	if err != nil {
 		return a.fail(err)
 	}
-	if len(a.observers) != 0 {
+	if a.observed.Has(ActionOOM) {
 		a.emit(TraceEntry{Action: ActionOOM, Size: p.size, Stream: p.stream, DeviceFree: free})
 	}
 	a.stats.NumOOMs++

@@ -1116,8 +1116,11 @@ func (r *nativeReader) event(e *Event, tag byte) error {
 		r.addr = addr
 	}
 	r.time += unzigzag(dt)
-	*e = Event{Action: a, Device: r.dev, Addr: addr, Size: size, Stream: r.stream,
-		TimeUS: r.time, DeviceFree: devFree, Stack: stack, Label: label}
+	// Field by field: a composite literal is built on the stack and then
+	// copied, and the copy's wide loads of narrow stores stall (this line
+	// was a tenth of a replay).
+	e.Action, e.Device, e.Addr, e.Size, e.Stream = a, r.dev, addr, size, r.stream
+	e.TimeUS, e.DeviceFree, e.Stack, e.Label = r.time, devFree, stack, label
 	if r.extras {
 		if a != ActionOOM {
 			e.DeviceFree = r.xDevFree

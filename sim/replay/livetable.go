@@ -11,9 +11,12 @@ package replay
 //
 // Open addressing with linear probing, at most half full; deletion shifts
 // the rest of the run back (Knuth's algorithm R), so there are no
-// tombstones and lookups stay short however long the trace.
+// tombstones and lookups stay short however long the trace. The probes
+// read only the keys, 16 bytes a slot; the blocks, 40 bytes each, are in
+// a parallel slice that a lookup touches once.
 type liveTable struct {
 	slots []liveSlot
+	vals  []liveBlock
 	n     int
 	shift uint8
 	ver   uint64 // bumped by every change to the slots
@@ -22,7 +25,6 @@ type liveTable struct {
 type liveSlot struct {
 	addr uint64
 	full bool
-	lb   liveBlock
 }
 
 // liveRef is a lookup's answer: the slot of the address, or where it
@@ -60,6 +62,7 @@ func (t *liveTable) find(addr uint64) liveRef {
 
 func (t *liveTable) init(size int) {
 	t.slots = make([]liveSlot, size)
+	t.vals = make([]liveBlock, size)
 	t.shift = uint8(64 - bitsOf(size))
 	t.n = 0
 	t.ver++
@@ -79,11 +82,11 @@ func (t *liveTable) get(addr uint64) (liveBlock, bool) {
 	if !r.found {
 		return liveBlock{}, false
 	}
-	return t.slots[r.i].lb, true
+	return t.vals[r.i], true
 }
 
 // at returns the block of a found ref.
-func (t *liveTable) at(r liveRef) *liveBlock { return &t.slots[r.i].lb }
+func (t *liveTable) at(r liveRef) *liveBlock { return &t.vals[r.i] }
 
 // put sets addr's block, using r when the table has not changed since it
 // was found.
@@ -92,10 +95,11 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 		r = t.find(addr)
 	}
 	if r.found {
-		t.slots[r.i].lb = lb
+		t.vals[r.i] = lb
 		return
 	}
-	t.slots[r.i] = liveSlot{addr: addr, full: true, lb: lb}
+	t.slots[r.i] = liveSlot{addr: addr, full: true}
+	t.vals[r.i] = lb
 	t.n++
 	t.ver++
 	if 2*t.n > len(t.slots) {
@@ -103,10 +107,27 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	}
 }
 
+// reserve makes room for n blocks without growing.
+func (t *liveTable) reserve(n int) {
+	size := liveMinSlots
+	for 2*n > size {
+		size *= 2
+	}
+	if size > len(t.slots) {
+		if t.slots == nil {
+			t.init(size)
+		} else {
+			for len(t.slots) < size {
+				t.grow()
+			}
+		}
+	}
+}
+
 func (t *liveTable) set(addr uint64, lb liveBlock) { t.put(t.find(addr), addr, lb) }
 
 func (t *liveTable) grow() {
-	old := t.slots
+	old, oldVals := t.slots, t.vals
 	t.init(2 * len(old))
 	mask := len(t.slots) - 1
 	for k := range old {
@@ -119,6 +140,7 @@ func (t *liveTable) grow() {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = *s
+		t.vals[i] = oldVals[k]
 		t.n++
 	}
 }
@@ -140,10 +162,12 @@ func (t *liveTable) remove(r liveRef, addr uint64) {
 		h := t.home(t.slots[j].addr)
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			t.slots[i] = t.slots[j]
+			t.vals[i] = t.vals[j]
 			i = j
 		}
 	}
 	t.slots[i] = liveSlot{}
+	t.vals[i] = liveBlock{} // drop the block pointer
 	t.n--
 	t.ver++
 }
@@ -157,7 +181,7 @@ func (t *liveTable) len() int { return t.n }
 func (t *liveTable) each(f func(addr uint64, lb *liveBlock)) {
 	for k := range t.slots {
 		if s := &t.slots[k]; s.full {
-			f(s.addr, &s.lb)
+			f(s.addr, &t.vals[k])
 		}
 	}
 }

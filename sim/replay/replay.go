@@ -172,8 +172,13 @@ type replayer struct {
 	res    *Result
 	cfg    config.Config
 	devs   map[int32]*devState
-	order  []int32 // device indices in creation order
-	infer  bool    // infer empty_cache from release runs (PyTorch traces)
+	// lastDev is the device of the last lookup.
+	lastDev *devState
+	// beforeStack is beforeTraceStack's answer, once asked.
+	beforeStack    trace.StackID
+	hasBeforeStack bool
+	order          []int32 // device indices in creation order
+	infer          bool    // infer empty_cache from release runs (PyTorch traces)
 
 	// buf[ahead:] holds events read ahead: to pair a free_requested with
 	// its free_completed, and to see what follows a free_completed.
@@ -264,7 +269,11 @@ func (rp *replayer) setup() error {
 // device returns the state of device i, creating its allocator (and
 // restoring its initial segments) on first use.
 func (rp *replayer) device(i int32) (*devState, error) {
+	if d := rp.lastDev; d != nil && d.index == i {
+		return d, nil // traces are mostly of one device: no map lookup
+	}
 	if d := rp.devs[i]; d != nil {
+		rp.lastDev = d
 		return d, nil
 	}
 	if !validDevice(i) {
@@ -311,7 +320,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		rp.res.ConfigSource += ", expandable segments by the " + rp.opts.Policy.Name() + " policy"
 	}
 	d.a = a
-	a.AddObserver(d.observe)
+	// Only decisions are compared: an alloc and its free, the usual events,
+	// then call no observer at all.
+	a.AddObserverFor(allocator.Decisions, d.observe)
 	rp.devs[i] = d
 	rp.order = append(rp.order, i)
 	if rp.opts.Recorder != nil {
@@ -401,7 +412,14 @@ func (rp *replayer) next(e *trace.Event) error {
 
 // consume takes the next event as handled by the current one.
 func (rp *replayer) consume() {
-	_ = rp.next(&rp.consumed)
+	if rp.opts.Recorder == nil && rp.ahead < len(rp.buf) {
+		// Only a recorder is told of it: skip it without a copy.
+		if rp.ahead++; rp.ahead == len(rp.buf) {
+			rp.buf, rp.ahead = rp.buf[:0], 0
+		}
+	} else {
+		_ = rp.next(&rp.consumed)
+	}
 	rp.consumedIdx = rp.n
 	rp.hasConsumed = true
 	rp.n++

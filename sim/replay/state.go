@@ -31,12 +31,26 @@ func (d *devState) restore() error {
 		}
 		defer func() { _ = d.a.SetConfig(cfg) }()
 	}
+	// The live table is sized once for the blocks restored live, rather
+	// than grown as they come (real snapshots start with thousands).
+	live := 0
 	for _, s := range segs {
-		rs := allocator.RestoreSegment{Size: s.TotalSize, Stream: allocator.Stream(s.Stream), Small: s.Pool == "small"}
+		for i := range s.Blocks {
+			if s.Blocks[i].State != trace.BlockInactive {
+				live++
+			}
+		}
+	}
+	d.live.reserve(d.live.len() + live)
+	var blocks []allocator.RestoreBlock // reused from segment to segment: Restore keeps none
+	for _, s := range segs {
+		rs := allocator.RestoreSegment{Size: s.TotalSize, Stream: allocator.Stream(s.Stream), Small: s.Pool == "small",
+			Blocks: blocks[:0]}
 		for _, b := range s.Blocks {
 			rs.Blocks = append(rs.Blocks, allocator.RestoreBlock{Size: b.Size, Requested: b.RequestedSize,
 				Allocated: b.State != trace.BlockInactive})
 		}
+		blocks = rs.Blocks
 		d.dev.force = s.Address
 		bases, live, err := d.a.Restore([]allocator.RestoreSegment{rs})
 		d.dev.force = 0
@@ -111,9 +125,12 @@ var BeforeTraceFrame = trace.Frame{Name: "<live before the trace; no stack recor
 // beforeTraceStack interns BeforeTraceFrame's stack in the trace's table
 // (0 when the trace has none).
 func (rp *replayer) beforeTraceStack() trace.StackID {
-	st := rp.r.Stacks()
-	if st == nil {
-		return 0
+	if rp.hasBeforeStack {
+		return rp.beforeStack
 	}
-	return st.Intern([]trace.Frame{BeforeTraceFrame})
+	if st := rp.r.Stacks(); st != nil {
+		rp.beforeStack = st.Intern([]trace.Frame{BeforeTraceFrame})
+	}
+	rp.hasBeforeStack = true
+	return rp.beforeStack
 }

@@ -1,0 +1,61 @@
+package allocator_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/sim/gpu"
+)
+
+// An observer of some actions sees exactly the entries of those actions,
+// in order, beside an observer of all; removing one leaves the other's
+// stream whole, and a removed observer is not called again.
+func TestObserverForActions(t *testing.T) {
+	_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "")
+	var all, decisions, frees []allocator.Action
+	stopAll := a.AddObserver(func(e allocator.TraceEntry) { all = append(all, e.Action) })
+	stopDec := a.AddObserverFor(allocator.Decisions, func(e allocator.TraceEntry) { decisions = append(decisions, e.Action) })
+	stopFree := a.AddObserverFor(allocator.Actions(allocator.ActionFreeCompleted), func(e allocator.TraceEntry) {
+		frees = append(frees, e.Action)
+	})
+	run := func() {
+		b, err := a.Malloc(4<<20, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Free(b); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.EmptyCache(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	want := []allocator.Action{allocator.ActionSegmentAlloc, allocator.ActionAlloc, allocator.ActionFreeRequested,
+		allocator.ActionFreeCompleted, allocator.ActionSegmentFree}
+	if !slices.Equal(all, want) {
+		t.Fatalf("all actions: %v, want %v", all, want)
+	}
+	if want := []allocator.Action{allocator.ActionSegmentAlloc, allocator.ActionSegmentFree}; !slices.Equal(decisions, want) {
+		t.Fatalf("decisions: %v, want %v", decisions, want)
+	}
+	if want := []allocator.Action{allocator.ActionFreeCompleted}; !slices.Equal(frees, want) {
+		t.Fatalf("free_completed: %v, want %v", frees, want)
+	}
+	stopAll()
+	stopFree()
+	all, decisions, frees = nil, nil, nil
+	run()
+	if all != nil || frees != nil {
+		t.Fatalf("removed observers called: %v, %v", all, frees)
+	}
+	if len(decisions) != 2 {
+		t.Fatalf("decisions after removing the others: %v", decisions)
+	}
+	stopDec()
+	run()
+	if len(decisions) != 2 {
+		t.Fatalf("removed decision observer called: %v", decisions)
+	}
+}
