@@ -4,7 +4,7 @@
 GO ?= go
 FUZZTIME ?= 5m
 
-.PHONY: all build install demo test fmt-check vet race fuzz bench figures
+.PHONY: all build install demo test fmt-check vet race allocs fuzz bench figures
 
 all: build
 
@@ -28,7 +28,7 @@ demo:
 # gofmt (fails on any output), go vet, and the race-enabled tests, which end
 # with a summary of the tests skipped and why (internal/testsummary; plain
 # go test hides skips).
-test: fmt-check vet race
+test: fmt-check vet race allocs
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -39,6 +39,11 @@ vet:
 
 race:
 	GO=$(GO) $(GO) run ./internal/testsummary -race -count=1 ./...
+
+# The tests that count heap allocations skip under the race detector (it
+# allocates): run them again without it, so that CI checks them.
+allocs:
+	$(GO) test -count=1 -run 'TestRecordAllocatesNothingPerEntry|TestReleasedReaderAllocations' ./sim/replay ./sim/trial
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the
 # placement solver and its CSV reader, the trace
