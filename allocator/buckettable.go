@@ -67,13 +67,16 @@ func (t *bucketTable) resize(size int) {
 	}
 }
 
-// reset empties the table, keeping room for n buckets.
+// reset empties the table, keeping room for n buckets. It keeps its slots
+// when they are enough: a sweep leaves few buckets, which the pool's
+// sizes soon bring back, and a table cut to the few would grow again
+// step by step.
 func (t *bucketTable) reset(n int) {
 	size := 16
 	for 2*n > size {
 		size *= 2
 	}
-	if size != len(t.slots) {
+	if size > len(t.slots) {
 		t.slots = make([]*bucket, size)
 		t.shift = uint8(64 - bits.Len(uint(size-1)))
 	} else {
