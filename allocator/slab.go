@@ -25,7 +25,9 @@ package allocator
 // outside the allocator (the replay's live table, sim/workers' live
 // blocks, cmd/libmemreplay's pointer table, the scenario tests' names, a
 // recorder) keep a *Block from Malloc until the Free that returns it, as
-// Block's comment says they must; observers get TraceEntry values and
+// Block's comment says they must (the replay reads a block whose free is
+// pending until its free_completed, which the rule allows: its events
+// keep it out of every merge); observers get TraceEntry values and
 // never a *Block, and snapshots copy addresses and sizes out. Segments
 // are not reused at all: a released segment's object is left to the
 // collector with its chunk, since a policy (stitch's lentTo) may still
