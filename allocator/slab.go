@@ -27,7 +27,9 @@ package allocator
 // recorder) keep a *Block from Malloc until the Free that returns it, as
 // Block's comment says they must (the replay reads a block whose free is
 // pending until its free_completed, which the rule allows: its events
-// keep it out of every merge); observers get TraceEntry values and
+// keep it out of every merge; a stitched block is recycled within its
+// Free, so sim/workers reads its size before the Free); observers get
+// TraceEntry values and
 // never a *Block, and snapshots copy addresses and sizes out. Segments
 // are not reused at all: a released segment's object is left to the
 // collector with its chunk, since a policy (stitch's lentTo) may still
