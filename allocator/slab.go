@@ -29,11 +29,10 @@ package allocator
 // pending until its free_completed, which the rule allows: its events
 // keep it out of every merge; a stitched block is recycled within its
 // Free, so sim/workers reads its size before the Free); observers get
-// TraceEntry values and
-// never a *Block, and snapshots copy addresses and sizes out. Segments
-// are not reused at all: a released segment's object is left to the
-// collector with its chunk, since a policy (stitch's lentTo) may still
-// point at one.
+// TraceEntry values and never a *Block, and snapshots copy addresses and
+// sizes out. Segments are not reused at all: a released segment's object
+// is left to the collector with its chunk, since a policy (stitch's
+// lentTo) may still point at one.
 //
 // Chunks grow geometrically, from slabFirst objects to slabMax, so that a
 // small allocator (a test's, a restored snapshot's) stays small and a big
