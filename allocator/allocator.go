@@ -56,6 +56,8 @@ type Allocator struct {
 
 	accumulatedReset bool     // ResetAccumulatedStats was called: allocated - freed no longer equals current
 	spare            []*Block // recycled block objects
+	blocks           slab[Block]
+	segs             slab[segment]
 }
 
 // pool is a BlockPool: the free set and the unmapped ranges of one size

@@ -3,7 +3,8 @@ package allocator
 // Block is a contiguous range [Addr, Addr+Size) of a segment. Malloc hands
 // out allocated blocks; the caller gives them back with Free. A *Block is
 // valid from Malloc until the Free that returns it: block objects are
-// recycled afterwards, so a stale pointer must not be used.
+// recycled afterwards (slab.go says when), so a stale pointer must not be
+// used.
 type Block struct {
 	// The fields best fit, splitting and merging read come first, so that
 	// they share as few cache lines as they can.
@@ -76,28 +77,35 @@ type segment struct {
 	index  int            // position in Allocator.segments
 }
 
-// newBlock returns a zeroed block, reusing one from the recycle list so that
-// splitting and merging allocate nothing in steady state.
+// newBlock returns a block, reusing one from the recycle list so that
+// splitting and merging allocate nothing in steady state, or else a fresh
+// one from the allocator's slab (slab.go).
 func (a *Allocator) newBlock(addr, size uint64, stream Stream, p *pool, seg *segment) *Block {
 	var b *Block
 	if n := len(a.spare); n > 0 {
 		b = a.spare[n-1]
 		a.spare = a.spare[:n-1]
 	} else {
-		b = new(Block)
+		b = a.blocks.get()
 	}
 	*b = Block{addr: addr, size: size, stream: stream, pool: p, seg: seg, mapped: true, exp: seg.exp != nil}
 	return b
 }
 
+// recycle takes back a block the allocator has dropped; slab.go says when
+// that may be. The list has no bound: its blocks sit in the slab's chunks,
+// which dropping them would not free.
 func (a *Allocator) recycle(b *Block) {
 	*b = Block{}
-	if len(a.spare) < maxSpareBlocks {
-		a.spare = append(a.spare, b)
-	}
+	a.spare = append(a.spare, b)
 }
 
-const maxSpareBlocks = 4096
+// newSegment returns s in an object from the allocator's slab.
+func (a *Allocator) newSegment(s segment) *segment {
+	seg := a.segs.get()
+	*seg = s
+	return seg
+}
 
 // splice links b between prev and next (either may be nil) and keeps the
 // segment's head current.

@@ -26,6 +26,9 @@ type bucketIndex struct {
 	firsts []bkey // firsts[i] == leaves[i].keys[0]
 	n      int    // keys, empty buckets' included
 	spare  []*leaf
+	// retired is the leaves slice before the last rebuild, whose array
+	// the next rebuild fills, so that rebuilds do not make slices.
+	retired []*leaf
 	// ver changes whenever a key moves (an insert, a rebuild); marking
 	// buckets empty or not moves none.
 	ver uint64
@@ -231,7 +234,7 @@ func (l *leaf) renumber(i int) {
 // packed into leaves three quarters full; drop is called for the others.
 func (x *bucketIndex) rebuild(keep func(*bucket) bool, drop func(*bucket)) {
 	old := x.leaves
-	x.leaves, x.firsts, x.n = x.leaves[:0:0], x.firsts[:0], 0
+	x.leaves, x.firsts, x.n = x.retired[:0], x.firsts[:0], 0
 	x.ver++
 	var cur *leaf
 	for _, l := range old {
@@ -262,6 +265,8 @@ func (x *bucketIndex) rebuild(keep func(*bucket) bool, drop func(*bucket)) {
 	for _, l := range old {
 		x.recycle(l)
 	}
+	clear(old)
+	x.retired = old
 }
 
 func (x *bucketIndex) newLeaf() *leaf {

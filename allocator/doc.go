@@ -79,6 +79,10 @@
 // (stream, size) keys whose leaves mark their non-empty buckets in a
 // bitmap, for the lower-bound search when no block of the exact size is
 // free (freeset.go, bucketindex.go). Block objects are recycled, so
-// steady-state malloc and free allocate nothing on the Go heap. All methods take one mutex; the allocator is safe for
-// concurrent use, and observers run under that mutex.
+// steady-state malloc and free allocate nothing on the Go heap; fresh
+// blocks, segments and free-set nodes come from chunks (slab.go, which
+// also says when an object may be reused), so that growing to a peak of
+// thousands of blocks makes a few dozen heap objects. All methods take one
+// mutex; the allocator is safe for concurrent use, and observers run under
+// that mutex.
 package allocator

@@ -76,10 +76,10 @@ func (a *Allocator) findExpandableBlock(p *params) (*Block, error) {
 	if err != nil {
 		return nil, err
 	}
-	seg := &segment{
+	seg := a.newSegment(segment{
 		base: addr, size: n * page, stream: p.stream, pool: p.pool,
 		exp: &expandableSegment{pageSize: page, pages: make([]PageHandle, n), mapped: make([]bool, n)},
-	}
+	})
 	a.addSegment(seg)
 	b := a.newBlock(addr, n*page, p.stream, p.pool, seg)
 	b.mapped = false

@@ -22,6 +22,8 @@ type freeSet struct {
 	empty int         // empty buckets in the index
 	sizes sizeTable
 	spare []*bucket // swept buckets, reused with their slices
+	bks   slab[bucket]
+	ptrs  []*Block // the rest of the chunk buckets' slices are carved from
 }
 
 type bucket struct {
@@ -31,6 +33,10 @@ type bucket struct {
 	sz     *sizeNode
 	slot   int32
 	live   bool // in the index; a block's hint to a bucket that is not, or is another key's, is stale
+	// inline holds blocks until there are more than fit: most sizes have
+	// one or two free blocks at a time, so most buckets never make a
+	// slice of their own. A bucket is never copied (it lives in a slab).
+	inline [2]*Block
 }
 
 func newFreeSet() freeSet { return freeSet{} }
@@ -71,6 +77,7 @@ func (s *freeSet) insert(b *Block) {
 		s.sizes.filled(bk.sz)
 	}
 	s.bytes += b.size
+	s.room(bk)
 	// Freed blocks are mostly at low addresses, near the end: a short move.
 	if n := len(bk.blocks); n == 0 || bk.blocks[n-1].addr > b.addr {
 		bk.blocks = append(bk.blocks, b)
@@ -84,13 +91,37 @@ func (s *freeSet) insert(b *Block) {
 	s.n++
 }
 
+// room makes sure bk has room for one more block. A bucket that outgrows
+// its slice gets one twice as long, carved from the free set's chunk
+// rather than made by append: a process growing to its peak grows its
+// buckets many times, and each would be a heap object. The old slice is
+// left unused (in its chunk, or the bucket's inline array); a bucket keeps
+// its slice for as long as it lives, and swept buckets are reused with
+// theirs, so the slices stop growing at the pool's peak.
+func (s *freeSet) room(bk *bucket) {
+	n := len(bk.blocks)
+	if n < cap(bk.blocks) {
+		return
+	}
+	c := 2 * cap(bk.blocks)
+	if len(s.ptrs) < c {
+		s.ptrs = make([]*Block, max(c, 256))
+	}
+	grown := s.ptrs[:n:c]
+	s.ptrs = s.ptrs[c:]
+	copy(grown, bk.blocks)
+	clear(bk.blocks)
+	bk.blocks = grown
+}
+
 func (s *freeSet) newBucket(k bkey) *bucket {
 	var bk *bucket
 	if n := len(s.spare); n > 0 {
 		bk = s.spare[n-1]
 		s.spare = s.spare[:n-1]
 	} else {
-		bk = &bucket{}
+		bk = s.bks.get()
+		bk.blocks = bk.inline[:0]
 	}
 	bk.key, bk.live = k, true
 	return bk

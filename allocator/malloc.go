@@ -178,7 +178,7 @@ func (a *Allocator) allocBlock(p *params, isRetry bool) (*Block, error) {
 	}
 	size := p.allocSize
 	a.totalAllocated += size
-	seg := &segment{base: addr, size: size, stream: p.stream, pool: p.pool}
+	seg := a.newSegment(segment{base: addr, size: size, stream: p.stream, pool: p.pool})
 	a.addSegment(seg)
 	b := a.newBlock(addr, size, p.stream, p.pool, seg)
 	seg.head = b

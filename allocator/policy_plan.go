@@ -398,7 +398,7 @@ func (ps *planState) makeArena(a *Allocator) error {
 		}
 	}
 	a.totalAllocated += size
-	seg := &segment{base: addr, size: size, stream: stream, pool: p}
+	seg := a.newSegment(segment{base: addr, size: size, stream: stream, pool: p})
 	a.addSegment(seg)
 	b := a.newBlock(addr, size, stream, p, seg)
 	seg.head = b

@@ -146,8 +146,8 @@ func (a *Allocator) tryStitch(p *params) (b *Block, stitched bool, err error) {
 		}
 		return nil, false, err
 	}
-	seg := &segment{base: va, size: need * page, stream: p.stream, pool: p.pool,
-		stitch: &stitchedRange{lent: make([]*Block, 0, len(runs))}}
+	seg := a.newSegment(segment{base: va, size: need * page, stream: p.stream, pool: p.pool,
+		stitch: &stitchedRange{lent: make([]*Block, 0, len(runs))}})
 	at := va
 	for _, r := range runs {
 		es := r.b.seg.exp

@@ -87,7 +87,7 @@ func (a *Allocator) restoreSegment(s RestoreSegment) (uint64, []*Block, error) {
 		return 0, nil, err
 	}
 	a.totalAllocated += s.Size
-	seg := &segment{base: addr, size: s.Size, stream: s.Stream, pool: p}
+	seg := a.newSegment(segment{base: addr, size: s.Size, stream: s.Stream, pool: p})
 	a.addSegment(seg)
 	st := &a.stats
 	pi := p.statIdx

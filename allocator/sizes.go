@@ -21,6 +21,7 @@ type sizeTable struct {
 	top   uint64      // the largest size with blocks, unless stale
 	stale bool
 	spare []*sizeNode
+	slab  slab[sizeNode]
 }
 
 // ref returns the node of size, made on first use, for a new bucket.
@@ -35,7 +36,8 @@ func (t *sizeTable) ref(size uint64) *sizeNode {
 			t.spare = t.spare[:k-1]
 			*n = sizeNode{size: size}
 		} else {
-			n = &sizeNode{size: size}
+			n = t.slab.get()
+			n.size = size
 		}
 		t.nodes[size] = n
 		n.at = len(t.all)

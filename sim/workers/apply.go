@@ -33,10 +33,13 @@ func (w *worker) apply(e *trace.Event) error {
 		if l.freed {
 			return fmt.Errorf("double free of %#x", e.Addr)
 		}
+		// Read before the Free: a stitched block is recycled when its
+		// free completes (allocator/slab.go).
+		n := l.b.RequestedSize()
 		if err := w.a.Free(l.b); err != nil {
 			return err
 		}
-		w.drop(l.b.RequestedSize())
+		w.drop(n)
 		if len(l.streams) == 0 {
 			w.live.removeAt(i)
 			return nil
@@ -103,10 +106,13 @@ func (w *worker) releaseAll() error {
 			waited = true
 			continue
 		}
+		// Read before the Free: a stitched block is recycled when its
+		// free completes (allocator/slab.go).
+		n := l.b.RequestedSize()
 		if err := w.a.Free(l.b); err != nil {
 			return err
 		}
-		w.drop(l.b.RequestedSize())
+		w.drop(n)
 		if len(l.streams) > 0 {
 			for _, s := range l.streams {
 				w.proc.CompleteEvents(s)

@@ -1,0 +1,5 @@
+//go:build !race
+
+package allocator_test
+
+const raceEnabled = false
