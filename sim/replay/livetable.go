@@ -44,7 +44,18 @@ func (t *liveTable) home(addr uint64) int {
 }
 
 // find returns the address's slot or the empty slot where it would go.
+// The first probe, which usually answers, is inlined at the caller.
 func (t *liveTable) find(addr uint64) liveRef {
+	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
+		if s := &t.slots[i]; !s.full || s.addr == addr {
+			return liveRef{i: i, ver: t.ver, found: s.full}
+		}
+	}
+	return t.probe(addr)
+}
+
+// probe is find past the first slot (or in a table not yet made).
+func (t *liveTable) probe(addr uint64) liveRef {
 	if t.slots == nil {
 		t.init(liveMinSlots)
 	}

@@ -352,6 +352,10 @@ func (d *devState) malloc(size uint64, s allocator.Stream) (*allocator.Block, er
 	if !d.rp.opts.TimeMallocs {
 		return d.a.Malloc(size, s)
 	}
+	return d.timedMalloc(size, s)
+}
+
+func (d *devState) timedMalloc(size uint64, s allocator.Stream) (*allocator.Block, error) {
 	start := time.Now()
 	b, err := d.a.Malloc(size, s)
 	d.mallocNS += time.Since(start).Nanoseconds()
@@ -447,18 +451,33 @@ func (rp *replayer) readErr(err error) {
 // next returns the next event, in place in buf, or io.EOF after the last.
 // Between events nothing points into buf, so a drained buffer starts over.
 func (rp *replayer) next() (*trace.Event, error) {
-	if rp.ahead == len(rp.buf) {
-		rp.buf, rp.ahead = rp.buf[:0], 0
-		if !rp.more() {
-			if rp.eof {
-				return nil, io.EOF
-			}
-			return nil, rp.rerr
-		}
+	if k := rp.ahead; k < len(rp.buf) {
+		rp.ahead++
+		return &rp.buf[k], nil
 	}
-	e := &rp.buf[rp.ahead]
-	rp.ahead++
-	return e, nil
+	return rp.refill()
+}
+
+// refill starts the drained buffer over with the next batch.
+func (rp *replayer) refill() (*trace.Event, error) {
+	rp.buf, rp.ahead = rp.buf[:0], 0
+	if !rp.more() {
+		if rp.eof {
+			return nil, io.EOF
+		}
+		return nil, rp.rerr
+	}
+	rp.ahead = 1
+	return &rp.buf[0], nil
+}
+
+// peekNext is peek(0), inlined where the event is already read, as it
+// nearly always is (events come in batches).
+func (rp *replayer) peekNext() (*trace.Event, error) {
+	if k := rp.ahead; k < len(rp.buf) {
+		return &rp.buf[k], nil
+	}
+	return rp.peek(0)
 }
 
 // consume takes the next event (which peek has returned) as handled by
@@ -467,8 +486,9 @@ func (rp *replayer) consume() {
 	if rp.ahead == len(rp.buf) && !rp.more() {
 		return
 	}
-	rp.consumed = &rp.buf[rp.ahead]
-	rp.ahead++
+	k := rp.ahead
+	rp.consumed = &rp.buf[k]
+	rp.ahead = k + 1
 	rp.consumedIdx = rp.n
 	rp.hasConsumed = true
 	rp.n++
@@ -898,7 +918,9 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 		// is done.
 		err = d.completeDeferred(idx)
 	}
-	d.drain(idx)
+	if d.expectIdx < len(d.expect) {
+		d.drain(idx)
+	}
 	return stop, err
 }
 
@@ -1184,7 +1206,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 		}
 		return nil
 	}
-	nx, err := d.rp.peek(0)
+	nx, err := d.rp.peekNext()
 	if err != nil {
 		return err
 	}
@@ -1256,7 +1278,7 @@ func (d *devState) recordStream(idx int64, e *trace.Event) error {
 
 // skipCompletion consumes the free_completed of a skipped block.
 func (d *devState) skipCompletion(e *trace.Event) {
-	nx, err := d.rp.peek(0)
+	nx, err := d.rp.peekNext()
 	if err == nil && nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr {
 		d.rp.consume()
 		d.rp.res.Skipped++
