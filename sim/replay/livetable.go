@@ -118,6 +118,30 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	}
 }
 
+// slot returns addr's block to be filled in place, adding addr when it is
+// new, using r when the table has not changed since it was found. The
+// replay's alloc sets the fields one by one there: a block built on the
+// stack with narrow stores and handed to put is copied with wide loads,
+// which wait for those stores (a store-forwarding stall that put paid on
+// every alloc).
+func (t *liveTable) slot(r liveRef, addr uint64) *liveBlock {
+	if r.ver != t.ver {
+		r = t.find(addr)
+	}
+	if r.found {
+		return &t.vals[r.i]
+	}
+	if 2*(t.n+1) > len(t.slots) {
+		// Grown first, where put grows just after: the same sizes.
+		t.grow()
+		r = t.find(addr)
+	}
+	t.slots[r.i] = liveSlot{addr: addr, full: true}
+	t.n++
+	t.ver++
+	return &t.vals[r.i]
+}
+
 // reserve makes room for n blocks without growing.
 func (t *liveTable) reserve(n int) {
 	size := liveMinSlots

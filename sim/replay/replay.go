@@ -1083,7 +1083,9 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 				fmt.Sprintf("alloc at %#x", b.Addr()))
 		}
 	}
-	d.live.put(ref, e.Addr, liveBlock{b: b, stack: e.Stack, trial: d.trial, at: idx})
+	lb := d.live.slot(ref, e.Addr)
+	lb.b, lb.stack, lb.trial, lb.at = b, e.Stack, d.trial, idx
+	lb.synth, lb.pending, lb.exact = 0, false, false
 	if d.failed != nil {
 		delete(d.failed, e.Addr)
 	}
