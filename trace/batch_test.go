@@ -93,3 +93,30 @@ func TestNextBatchMatchesNext(t *testing.T) {
 		}
 	}
 }
+
+// FuzzNextBatch reads arbitrary bytes (as a body and as a file) with Next
+// and with NextBatch: the same events, then the same error.
+func FuzzNextBatch(f *testing.F) {
+	small := nativeSampleTrace()
+	small.Events[17].Label = "short"
+	file := writeNative(f, small)
+	f.Add(file)
+	f.Add(nativeBody(f, file))
+	f.Add(nativeBody(f, writeNative(f, genTrainingTrace(300, 5))))
+	nativeDecoderConcurrency = 1 // thousands of tiny files: start fast
+	f.Cleanup(func() { nativeDecoderConcurrency = 0 })
+	f.Fuzz(func(t *testing.T, data []byte) {
+		for _, in := range [][]byte{data, nativeFileOf(1, data)} {
+			want, wantErr := drainNext(t, in)
+			for _, k := range []int{1, 5} {
+				got, gotErr := drainBatch(t, in, k)
+				if !reflect.DeepEqual(got, want) {
+					t.Fatalf("batches of %d: %d events, Next read %d (or they differ)", k, len(got), len(want))
+				}
+				if (gotErr == nil) != (wantErr == nil) || gotErr != nil && gotErr.Error() != wantErr.Error() {
+					t.Fatalf("batches of %d: error %v, Next's %v", k, gotErr, wantErr)
+				}
+			}
+		}
+	})
+}
