@@ -991,6 +991,15 @@ func (r *nativeReader) NextBatch(evs []Event) (int, error) {
 				continue
 			}
 			n++
+			// A run of events with the bytes of a whole one at hand
+			// needs none of the checks above.
+			for n < len(evs) && r.w-r.r >= maxEventFixed && r.buf[r.r] < tagControl {
+				if err := r.event(&evs[n], r.buf[r.r]); err != nil {
+					r.fail(err)
+					break
+				}
+				n++
+			}
 			continue
 		}
 		if err := r.control(tag); err != nil {
