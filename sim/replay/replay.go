@@ -471,8 +471,8 @@ func (rp *replayer) refill() (*trace.Event, error) {
 	return &rp.buf[0], nil
 }
 
-// peekNext is peek(0), inlined where the event is already read, as it
-// nearly always is (events come in batches).
+// peekNext is peek(0) with its common case first: the event is already
+// read, as it nearly always is (events come in batches).
 func (rp *replayer) peekNext() (*trace.Event, error) {
 	if k := rp.ahead; k < len(rp.buf) {
 		return &rp.buf[k], nil
