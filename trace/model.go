@@ -205,8 +205,32 @@ type Reader interface {
 	Close() error
 }
 
+// BatchReader is a Reader that can also hand out events many at a time.
+// A replay that reads millions of events asks for them in batches: one
+// call fills a reused slice, instead of an interface call per event.
+type BatchReader interface {
+	Reader
+	// NextBatch fills evs[:n] with the next n events, 0 < n <= len(evs),
+	// and returns n with a nil error; once no event is left it returns 0
+	// and what Next would have returned (io.EOF, or a *FormatError for
+	// bad input). An error met after some events is held back for the
+	// next call, so every event before it is delivered first, exactly as
+	// Next would. Next and NextBatch may be mixed.
+	NextBatch(evs []Event) (n int, err error)
+}
+
 // NewReader streams an in-memory trace.
 func (t *Trace) NewReader() Reader { return &sliceReader{t: t} }
+
+// NextBatch copies the next events.
+func (r *sliceReader) NextBatch(evs []Event) (int, error) {
+	if r.i >= len(r.t.Events) {
+		return 0, io.EOF
+	}
+	n := copy(evs, r.t.Events[r.i:])
+	r.i += n
+	return n, nil
+}
 
 type sliceReader struct {
 	t *Trace

@@ -965,6 +965,50 @@ func (r *nativeReader) Next(e *Event) error {
 	}
 }
 
+// NextBatch decodes events into evs until it is full or the next record
+// is an error or the end (see BatchReader). It is Next's loop, run once
+// per batch rather than once per event behind an interface call.
+func (r *nativeReader) NextBatch(evs []Event) (int, error) {
+	n := 0
+	for n < len(evs) {
+		if r.err != nil {
+			if n > 0 {
+				return n, nil // the error is sticky: the next call returns it
+			}
+			return 0, r.err
+		}
+		if r.w-r.r < maxEventFixed {
+			r.fill(maxEventFixed)
+			if r.r >= r.w {
+				r.fail(r.shortErr(r.r, "the body ends before the end record"))
+				continue
+			}
+		}
+		tag := r.buf[r.r]
+		if tag < tagControl {
+			if err := r.event(&evs[n], tag); err != nil {
+				r.fail(err)
+				continue
+			}
+			n++
+			// A run of events with the bytes of a whole one at hand
+			// needs none of the checks above.
+			for n < len(evs) && r.w-r.r >= maxEventFixed && r.buf[r.r] < tagControl {
+				if err := r.event(&evs[n], r.buf[r.r]); err != nil {
+					r.fail(err)
+					break
+				}
+				n++
+			}
+			continue
+		}
+		if err := r.control(tag); err != nil {
+			r.fail(err)
+		}
+	}
+	return n, nil
+}
+
 func (r *nativeReader) fail(err error) {
 	r.err = err
 	if r.zr != nil {

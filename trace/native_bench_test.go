@@ -173,6 +173,40 @@ func BenchmarkNativeRead(b *testing.B) {
 	b.ReportMetric(float64(body)/n, "body-bytes/event") // before zstd
 }
 
+// BenchmarkNativeReadBatch is BenchmarkNativeRead through NextBatch, as
+// the replay reads: 128 events a call into one reused slice.
+func BenchmarkNativeReadBatch(b *testing.B) {
+	const n = 1_000_000
+	data := writeNative(b, genTrainingTrace(n, 1))
+	b.ReportAllocs()
+	b.SetBytes(int64(len(data)))
+	evs := make([]Event, 128)
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		r, err := NewNativeReader(bytes.NewReader(data), "bench")
+		if err != nil {
+			b.Fatal(err)
+		}
+		br := r.(BatchReader)
+		k := 0
+		for {
+			m, err := br.NextBatch(evs)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			k += m
+		}
+		r.Close()
+		if k != n {
+			b.Fatalf("read %d events, want %d", k, n)
+		}
+	}
+	b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
 // BenchmarkNativeVsPickle converts the PyTorch snapshots the project keeps
 // in ../shared/traces/pytorch (when that directory is there) and reports,
 // per file, the native size against the pickle's, bytes per event and the

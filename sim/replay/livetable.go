@@ -44,7 +44,18 @@ func (t *liveTable) home(addr uint64) int {
 }
 
 // find returns the address's slot or the empty slot where it would go.
+// The first probe, which usually answers, is inlined at the caller.
 func (t *liveTable) find(addr uint64) liveRef {
+	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
+		if s := &t.slots[i]; !s.full || s.addr == addr {
+			return liveRef{i: i, ver: t.ver, found: s.full}
+		}
+	}
+	return t.probe(addr)
+}
+
+// probe is find past the first slot (or in a table not yet made).
+func (t *liveTable) probe(addr uint64) liveRef {
 	if t.slots == nil {
 		t.init(liveMinSlots)
 	}
@@ -105,6 +116,30 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	if 2*t.n > len(t.slots) {
 		t.grow()
 	}
+}
+
+// slot returns addr's block to be filled in place, adding addr when it is
+// new, using r when the table has not changed since it was found. The
+// replay's alloc sets the fields one by one there: a block built on the
+// stack with narrow stores and handed to put is copied with wide loads,
+// which wait for those stores (a store-forwarding stall that put paid on
+// every alloc).
+func (t *liveTable) slot(r liveRef, addr uint64) *liveBlock {
+	if r.ver != t.ver {
+		r = t.find(addr)
+	}
+	if r.found {
+		return &t.vals[r.i]
+	}
+	if 2*(t.n+1) > len(t.slots) {
+		// Grown first, where put grows just after: the same sizes.
+		t.grow()
+		r = t.find(addr)
+	}
+	t.slots[r.i] = liveSlot{addr: addr, full: true}
+	t.n++
+	t.ver++
+	return &t.vals[r.i]
 }
 
 // reserve makes room for n blocks without growing.

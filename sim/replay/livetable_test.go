@@ -64,8 +64,12 @@ func testLiveTable(t *testing.T, maxSpan int) {
 			if r.IntN(2) == 0 {
 				tab.remove(f, addr)
 				delete(ref, addr)
-			} else {
+			} else if r.IntN(2) == 0 {
 				tab.put(f, addr, liveBlock{at: int64(step)})
+				ref[addr] = liveBlock{at: int64(step)}
+			} else {
+				// Filled in place, as the replay's alloc does.
+				tab.slot(f, addr).at = int64(step)
 				ref[addr] = liveBlock{at: int64(step)}
 			}
 		default:

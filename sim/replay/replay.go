@@ -149,10 +149,13 @@ func Run(r trace.Reader, opts Options) (*Result, error) {
 		rp.res.Policy = opts.Policy.Name()
 	}
 	rp.inputs, _ = opts.Recorder.(inputRecorder)
+	rp.batch, _ = r.(trace.BatchReader)
 	if err := rp.setup(); err != nil {
 		return nil, err
 	}
-	if err := rp.loop(); err != nil {
+	err := rp.loop()
+	rp.res.Events = rp.n
+	if err != nil {
 		return rp.res, err
 	}
 	if err := rp.finish(); err != nil {
@@ -180,15 +183,20 @@ type replayer struct {
 	order          []int32 // device indices in creation order
 	infer          bool    // infer empty_cache from release runs (PyTorch traces)
 
-	// buf[ahead:] holds events read ahead: to pair a free_requested with
-	// its free_completed, and to see what follows a free_completed.
+	// buf holds the events read: buf[ahead-1] is the one being replayed
+	// (used in place), buf[ahead:] those read ahead, in batches when the
+	// reader has them (batch) and to pair a free_requested with its
+	// free_completed or see what follows one. Slots are rewritten only
+	// between events, so a pointer into buf stays good for the event.
 	buf   []trace.Event
 	ahead int
+	batch trace.BatchReader
 	eof   bool
+	rerr  error // a read error, returned once the events before it are replayed
 	n     int64 // events read so far
 	// consumed is the free_completed a free_requested took with it, to be
 	// reported to the recorder after its free_requested.
-	consumed    trace.Event
+	consumed    *trace.Event
 	consumedIdx int64
 	hasConsumed bool
 	check       *CheckResult
@@ -344,6 +352,10 @@ func (d *devState) malloc(size uint64, s allocator.Stream) (*allocator.Block, er
 	if !d.rp.opts.TimeMallocs {
 		return d.a.Malloc(size, s)
 	}
+	return d.timedMalloc(size, s)
+}
+
+func (d *devState) timedMalloc(size uint64, s allocator.Stream) (*allocator.Block, error) {
 	start := time.Now()
 	b, err := d.a.Malloc(size, s)
 	d.mallocNS += time.Since(start).Nanoseconds()
@@ -390,70 +402,119 @@ func (rp *replayer) unusedCapacity(i int32) string {
 // use): UnknownCapacity, which does not run out.
 const SourceUnknown = "unknown"
 
-// next reads the next event into e, from the look-ahead buffer if any.
-func (rp *replayer) next(e *trace.Event) error {
-	if rp.ahead < len(rp.buf) {
-		*e = rp.buf[rp.ahead]
-		rp.ahead++
-		if rp.ahead == len(rp.buf) {
-			rp.buf, rp.ahead = rp.buf[:0], 0
+// batchEvents is how many events one read asks a BatchReader for: enough
+// to make the call's cost vanish, few enough that the batch stays in the
+// first-level cache.
+const batchEvents = 128
+
+// more reads events after the last in buf, at least one, without moving
+// those already there (a new array when it is full: the old one, which an
+// event being replayed may point into, stays as it is). It reports false
+// at the end of the trace (eof) or on a read error (rerr).
+func (rp *replayer) more() bool {
+	if rp.eof || rp.rerr != nil {
+		return false
+	}
+	l := len(rp.buf)
+	if rp.batch == nil {
+		rp.buf = append(rp.buf, trace.Event{})
+		if err := rp.r.Next(&rp.buf[l]); err != nil {
+			rp.buf = rp.buf[:l]
+			rp.readErr(err)
+			return false
 		}
-		return nil
+		return true
 	}
-	if rp.eof {
-		return io.EOF
+	if l == cap(rp.buf) {
+		rp.buf = slices.Grow(rp.buf, batchEvents)
 	}
-	err := rp.r.Next(e)
-	if err == io.EOF {
-		rp.eof = true
+	n, err := rp.batch.NextBatch(rp.buf[l:min(cap(rp.buf), l+batchEvents)])
+	rp.buf = rp.buf[:l+n]
+	if n == 0 {
+		if err == nil {
+			err = io.ErrNoProgress // a reader that breaks BatchReader's contract
+		}
+		rp.readErr(err)
+		return false
 	}
-	return err
+	return true
 }
 
-// consume takes the next event as handled by the current one.
-func (rp *replayer) consume() {
-	if rp.opts.Recorder == nil && rp.ahead < len(rp.buf) {
-		// Only a recorder is told of it: skip it without a copy.
-		if rp.ahead++; rp.ahead == len(rp.buf) {
-			rp.buf, rp.ahead = rp.buf[:0], 0
-		}
+func (rp *replayer) readErr(err error) {
+	if err == io.EOF {
+		rp.eof = true
 	} else {
-		_ = rp.next(&rp.consumed)
+		rp.rerr = err
 	}
+}
+
+// next returns the next event, in place in buf, or io.EOF after the last.
+// Between events nothing points into buf, so a drained buffer starts over.
+func (rp *replayer) next() (*trace.Event, error) {
+	if k := rp.ahead; k < len(rp.buf) {
+		rp.ahead++
+		return &rp.buf[k], nil
+	}
+	return rp.refill()
+}
+
+// refill starts the drained buffer over with the next batch.
+func (rp *replayer) refill() (*trace.Event, error) {
+	rp.buf, rp.ahead = rp.buf[:0], 0
+	if !rp.more() {
+		if rp.eof {
+			return nil, io.EOF
+		}
+		return nil, rp.rerr
+	}
+	rp.ahead = 1
+	return &rp.buf[0], nil
+}
+
+// peekNext is peek(0) with its common case first: the event is already
+// read, as it nearly always is (events come in batches).
+func (rp *replayer) peekNext() (*trace.Event, error) {
+	if k := rp.ahead; k < len(rp.buf) {
+		return &rp.buf[k], nil
+	}
+	return rp.peek(0)
+}
+
+// consume takes the next event (which peek has returned) as handled by
+// the current one.
+func (rp *replayer) consume() {
+	if rp.ahead == len(rp.buf) && !rp.more() {
+		return
+	}
+	k := rp.ahead
+	rp.consumed = &rp.buf[k]
+	rp.ahead = k + 1
 	rp.consumedIdx = rp.n
 	rp.hasConsumed = true
 	rp.n++
-	rp.res.Events = rp.n
 }
 
 // peek returns the k-th event after the current one (k = 0 is the next),
-// or nil past the end. The pointer is valid until the next read.
+// or nil past the end. The pointer is valid until the current event is
+// done.
 func (rp *replayer) peek(k int) (*trace.Event, error) {
 	for rp.ahead+k >= len(rp.buf) {
-		if rp.eof {
-			return nil, nil
-		}
-		rp.buf = append(rp.buf, trace.Event{})
-		err := rp.r.Next(&rp.buf[len(rp.buf)-1])
-		if err != nil {
-			rp.buf = rp.buf[:len(rp.buf)-1]
-			if err == io.EOF {
-				rp.eof = true
+		if !rp.more() {
+			if rp.eof {
 				return nil, nil
 			}
-			return nil, err
+			return nil, rp.rerr
 		}
 	}
 	return &rp.buf[rp.ahead+k], nil
 }
 
 func (rp *replayer) loop() error {
-	var e trace.Event
 	for {
 		if rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
 			return nil
 		}
-		err := rp.next(&e)
+		e, err := rp.next()
 		if err == io.EOF {
 			return nil
 		}
@@ -462,16 +523,17 @@ func (rp *replayer) loop() error {
 		}
 		idx := rp.n
 		rp.n++
-		rp.res.Events = rp.n
 		if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
 			rp.opts.Progress(rp.n)
 		}
-		d, err := rp.device(e.Device)
-		if err != nil {
-			return err
-		}
-		if d == nil {
-			continue // an out-of-range device, counted as skipped (Lenient)
+		d := rp.lastDev
+		if d == nil || d.index != e.Device {
+			if d, err = rp.device(e.Device); err != nil {
+				return err
+			}
+			if d == nil {
+				continue // an out-of-range device, counted as skipped (Lenient)
+			}
 		}
 		if rp.check != nil {
 			switch {
@@ -481,14 +543,14 @@ func (rp *replayer) loop() error {
 				rp.allocsRead++
 			}
 		}
-		stop, err := d.event(idx, &e)
+		stop, err := d.event(idx, e)
 		if err != nil {
 			return err
 		}
 		if rec := rp.opts.Recorder; rec != nil {
-			rec.Step(idx, &e)
+			rec.Step(idx, e)
 			if rp.hasConsumed {
-				rec.Step(rp.consumedIdx, &rp.consumed)
+				rec.Step(rp.consumedIdx, rp.consumed)
 			}
 		}
 		rp.hasConsumed = false
@@ -856,7 +918,9 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 		// is done.
 		err = d.completeDeferred(idx)
 	}
-	d.drain(idx)
+	if d.expectIdx < len(d.expect) {
+		d.drain(idx)
+	}
 	return stop, err
 }
 
@@ -1019,7 +1083,9 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 				fmt.Sprintf("alloc at %#x", b.Addr()))
 		}
 	}
-	d.live.put(ref, e.Addr, liveBlock{b: b, stack: e.Stack, trial: d.trial, at: idx})
+	lb := d.live.slot(ref, e.Addr)
+	lb.b, lb.stack, lb.trial, lb.at = b, e.Stack, d.trial, idx
+	lb.synth, lb.pending, lb.exact = 0, false, false
 	if d.failed != nil {
 		delete(d.failed, e.Addr)
 	}
@@ -1142,7 +1208,7 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 		}
 		return nil
 	}
-	nx, err := d.rp.peek(0)
+	nx, err := d.rp.peekNext()
 	if err != nil {
 		return err
 	}
@@ -1214,7 +1280,7 @@ func (d *devState) recordStream(idx int64, e *trace.Event) error {
 
 // skipCompletion consumes the free_completed of a skipped block.
 func (d *devState) skipCompletion(e *trace.Event) {
-	nx, err := d.rp.peek(0)
+	nx, err := d.rp.peekNext()
 	if err == nil && nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr {
 		d.rp.consume()
 		d.rp.res.Skipped++
