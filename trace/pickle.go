@@ -388,7 +388,11 @@ func newMemUnpickler(data []byte, file string) *unpickler {
 // newFileUnpickler reads size bytes (the file's size when opened) from
 // src through a window.
 func newFileUnpickler(src io.Reader, size int64, file string) *unpickler {
-	buf := make([]byte, 0, pickleWindow)
+	w := pickleWindow
+	if size >= 0 && size < int64(w) {
+		w = int(size) + 1 // a small file in one read, without a 1 MiB buffer to clear
+	}
+	buf := make([]byte, 0, w)
 	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src}
 }
 

@@ -14,24 +14,26 @@ import (
 // then the conversion, as before stream.go. Streaming must give exactly
 // its result.
 func wholeImport(data []byte, name string) (*Trace, error) {
-	t := newPTTrace(name)
-	err := importPyTorch(newMemUnpickler(data, name), t, &sliceSink{t})
+	sink := &sliceSink{t: newPTTrace(name)}
+	err := importPyTorch(newMemUnpickler(data, name), sink.t, sink)
 	if err != nil {
 		return nil, err
 	}
-	return t, nil
+	sink.flatten()
+	return sink.t, nil
 }
 
 // streamedImport streams, without the fallback; streamed is false when
 // the snapshot is not laid out for streaming.
 func streamedImport(data []byte, name string) (t *Trace, streamed bool, err error) {
-	t = newPTTrace(name)
+	sink := &sliceSink{t: newPTTrace(name)}
 	u := withStream(newMemUnpickler(data, name))
-	err = importPyTorch(u, t, &sliceSink{t})
+	err = importPyTorch(u, sink.t, sink)
 	if errors.Is(err, errNotStreamed) {
 		return nil, false, err
 	}
-	return t, u.st.dt != 0, err
+	sink.flatten()
+	return sink.t, u.st.dt != 0, err
 }
 
 func realSnapshots(t *testing.T) []string {
