@@ -11,6 +11,7 @@ import (
 	"github.com/olekukonko/tablewriter/tw"
 
 	"github.com/memreplay/memreplay/allocator"
+	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
@@ -148,17 +149,19 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 			}
 		}
 	}
+	// By index, not a scan of the header per device: a snapshot of
+	// 60,000 (empty) devices took seconds here.
+	header := make(map[int32]trace.Device, len(h.Devices))
 	for _, d := range h.Devices {
+		header[d.Index] = d
 		if _, ok := perDev[d.Index]; !ok {
 			perDev[d.Index] = 0
 		}
 	}
 	for d, n := range perDev {
 		ds := deviceSummary{Index: d, Events: n}
-		for _, hd := range h.Devices {
-			if hd.Index == d {
-				ds.Capacity, ds.CapacitySource = hd.Capacity, hd.CapacitySource
-			}
+		if hd, ok := header[d]; ok {
+			ds.Capacity, ds.CapacitySource = hd.Capacity, hd.CapacitySource
 		}
 		in.Devices = append(in.Devices, ds)
 	}
@@ -224,7 +227,22 @@ func writeInspection(w io.Writer, in *inspection) error {
 	} else if in.AllocatorSettings == nil {
 		add("recorded settings", "not recorded (PyTorch defaults assumed)")
 	}
+	// Devices with no events and nothing known of them are named as
+	// ranges in one row, as the replay's reports do: a pickle may list
+	// 60,000 empty device traces. The JSON keeps one entry each.
+	var empty []int32
 	for _, d := range in.Devices {
+		if len(in.Devices) > 1 && d.Events == 0 && d.Capacity == 0 {
+			empty = append(empty, d.Index)
+		}
+	}
+	if len(empty) > 0 {
+		add("devices, no events", fmt.Sprintf("%d: %s", len(empty), report.DeviceRanges(empty)))
+	}
+	for _, d := range in.Devices {
+		if len(empty) > 0 && len(in.Devices) > 1 && d.Events == 0 && d.Capacity == 0 {
+			continue
+		}
 		c := "unknown"
 		if d.Capacity > 0 {
 			c = allocator.FormatSize(d.Capacity)

@@ -24,7 +24,7 @@ type jsonEmptyDevices struct {
 }
 
 func emptyDevicesJSON(idle []int32) jsonEmptyDevices {
-	return jsonEmptyDevices{Count: len(idle), Ranges: deviceRanges(idle)}
+	return jsonEmptyDevices{Count: len(idle), Ranges: DeviceRanges(idle)}
 }
 
 // idleDevice is a device the replay did not use: no allocation, nothing
@@ -69,11 +69,12 @@ func deviceList(idx []int32) string {
 	if len(idx) == 1 {
 		return fmt.Sprintf("device %d", idx[0])
 	}
-	return "devices " + deviceRanges(idx)
+	return "devices " + DeviceRanges(idx)
 }
 
-// deviceRanges is "0-2, 5" for devices 0, 1, 2 and 5; "" for none.
-func deviceRanges(idx []int32) string {
+// DeviceRanges is "0-2, 5" for devices 0, 1, 2 and 5; "" for none (idx
+// sorted).
+func DeviceRanges(idx []int32) string {
 	var parts []string
 	for i := 0; i < len(idx); {
 		j := i
