@@ -236,8 +236,8 @@ func trialsCmd(args []string, stdout, stderr io.Writer) error {
 
 // maxTrialsPar bounds --par. Every worker is a process with its own CUDA
 // context (500 MiB by default), so even an 80 GB card holds fewer than 200
-// of them; the bound keeps a typo (--par 100000) from a run whose
-// bookkeeping grows with the square of the workers (minutes of nothing).
+// of them: a larger --par is a typo, answered at once rather than with a
+// run of tens of thousands of idle workers.
 const maxTrialsPar = 1024
 
 // checkStudyFlags catches bad values before a state file is created, so

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/memreplay/memreplay/allocator/config"
@@ -23,6 +24,12 @@ type run struct {
 	// sums the bytes the workers' trials hold.
 	procs int
 	live  uint64
+	// held lists the parked workers and active counts the workers neither
+	// parked nor stopped, so that a task's end wakes the parked and a
+	// worker asks whether others run without a scan of every worker
+	// (which made a run quadratic in its workers).
+	held   []int
+	active int
 }
 
 func newRun(o Options) (*run, error) {
@@ -48,6 +55,7 @@ func newRun(o Options) (*run, error) {
 	}
 	r.sum.Capacity = card.Capacity()
 	r.workers = make([]*worker, o.Workers)
+	r.active = o.Workers
 	for i := range r.workers {
 		r.workers[i] = &worker{id: i, r: r}
 		var at time.Duration
@@ -68,6 +76,9 @@ func (r *run) loop() error {
 		}
 		if err := r.workers[w].step(); err != nil {
 			return err
+		}
+		if checkInvariants {
+			r.checkParked()
 		}
 	}
 	if r.stopped && r.nowD() > r.sum.Makespan {
@@ -103,21 +114,49 @@ func (r *run) closeAll() {
 // othersActive reports whether a worker other than w is neither parked nor
 // stopped: one that will end a task, or ask for one, and so wake the parked.
 func (r *run) othersActive(w int) bool {
-	for _, o := range r.workers {
-		if o.id != w && !o.held && o.phase != phaseDone {
-			return true
+	n := r.active
+	if me := r.workers[w]; !me.held && me.phase != phaseDone {
+		n--
+	}
+	return n > 0
+}
+
+// checkInvariants turns on checkParked after every step; the package's
+// tests switch it on (invariants_test.go).
+var checkInvariants = false
+
+// checkParked panics when held and active disagree with the workers'
+// own flags.
+func (r *run) checkParked() {
+	active, held := 0, 0
+	for _, w := range r.workers {
+		switch {
+		case w.held:
+			held++
+		case w.phase != phaseDone:
+			active++
 		}
 	}
-	return false
+	if active != r.active || held != len(r.held) {
+		panic(fmt.Sprintf("workers: %d active and %d parked, the run counts %d and %d", active, held, r.active, len(r.held)))
+	}
+}
+
+// park takes w off the clock until wakeHeld.
+func (r *run) park(w *worker) {
+	w.held = true
+	r.active--
+	r.held = append(r.held, w.id)
 }
 
 // wakeHeld puts every parked worker back on the clock, now, in worker
 // order (the clock's tie rule), to ask Options.Hold again.
 func (r *run) wakeHeld() {
-	for _, w := range r.workers {
-		if w.held {
-			w.held = false
-			r.clock.waitFor(w.id, 0)
-		}
+	// Pushed in any order: the clock breaks equal times by worker index.
+	for _, id := range r.held {
+		r.workers[id].held = false
+		r.active++
+		r.clock.waitFor(id, 0)
 	}
+	r.held = r.held[:0]
 }

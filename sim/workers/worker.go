@@ -100,7 +100,7 @@ func (w *worker) start() error {
 		if !r.othersActive(w.id) {
 			return fmt.Errorf("workers: Hold parked worker %d at %v while no other worker runs or can start a task: nothing would wake it", w.id, now)
 		}
-		w.held = true
+		r.park(w)
 		return nil
 	}
 	t, ok := r.o.Next(w.id, now)
@@ -217,6 +217,9 @@ func (w *worker) closeReader() {
 func (w *worker) stop() {
 	w.closeReader()
 	w.exit()
+	if w.phase != phaseDone && !w.held {
+		w.r.active--
+	}
 	w.phase = phaseDone
 	if now := w.r.nowD(); now > w.r.sum.Makespan {
 		w.r.sum.Makespan = now
