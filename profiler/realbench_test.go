@@ -47,3 +47,33 @@ func BenchmarkRealSnapshots(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkRealSnapshotsOpened is the same corpus the way the CLI opens
+// it now (replay.OpenPrepared: the snapshot streamed into packed events,
+// the reconstruction's walk on a second goroutine during the import, the
+// replay read from the packed events). BenchmarkRealSnapshots keeps the
+// older path (ReadPyTorchFile + Prepare), which every commit has, so that
+// bench/corpus.sh can compare across commits; this one shows what a user's
+// `memreplay report` costs.
+func BenchmarkRealSnapshotsOpened(b *testing.B) {
+	paths := realSnapshots(b)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, path := range paths {
+			o, _, err := replay.OpenPrepared(path)
+			if err != nil {
+				b.Fatal(err)
+			}
+			var n int64
+			if o.Packed != nil {
+				n = o.Packed.Events.Len()
+			}
+			p := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: n})
+			if _, err := replay.Run(o.Reader, replay.Options{Name: path, Recorder: p}); err != nil {
+				b.Fatal(err)
+			}
+			p.Finish()
+			o.Close()
+		}
+	}
+}
