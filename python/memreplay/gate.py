@@ -290,6 +290,16 @@ class MemoryGate:
 
         return self._transact(take)
 
+    def registered(self, study):
+        """The trial ids of study in the ledger: registered by a live
+        process, or orphaned by a dead one."""
+        def look(led):
+            self._reclaim(led)
+            ids = {e.get("trial_id") for e in led["trials"].values() if e.get("study") == study}
+            return ids | {o.get("trial_id") for o in led["orphans"] if o.get("study") == study}
+
+        return self._transact(look)
+
     def held(self):
         """(bytes held, number of holders) after reclaiming dead processes'
         entries."""
