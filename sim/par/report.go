@@ -2,8 +2,10 @@ package par
 
 import "time"
 
-// Report is a PAR search's answer.
-type Report struct {
+// Search is what a PAR search was asked, as both its report and each
+// shard's header (SearchHeader) say it; embedded in both, so the JSON keys
+// stay where they were and neither is copied from the other field by field.
+type Search struct {
 	Capacity        uint64        `json:"capacity_bytes"`
 	ContextOverhead uint64        `json:"context_overhead_bytes"`
 	Source          string        `json:"source"`
@@ -14,6 +16,11 @@ type Report struct {
 	Confidence      float64       `json:"confidence"`
 	Share           float64       `json:"trial_share"`
 	MaxStagger      time.Duration `json:"max_stagger_ns"` // 0: the mean duration of each worker's trials
+}
+
+// Report is a PAR search's answer.
+type Report struct {
+	Search
 	// MixesNeeded is the fewest mixes with which any PAR can be called safe
 	// at this confidence (no OOM at all in them).
 	MixesNeeded int       `json:"mixes_needed"`

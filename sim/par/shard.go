@@ -16,7 +16,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/memreplay/memreplay/sim/workers"
 )
@@ -41,18 +40,9 @@ type Shard struct {
 
 // SearchHeader is what the report says of the search besides its mixes.
 type SearchHeader struct {
-	Capacity        uint64        `json:"capacity_bytes"`
-	ContextOverhead uint64        `json:"context_overhead_bytes"`
-	Source          string        `json:"source"`
-	MaxPAR          int           `json:"max_par"`
-	Mixes           int           `json:"mixes"`
-	TrialsPerWorker int           `json:"trials_per_worker"`
-	Seed            uint64        `json:"seed"`
-	Confidence      float64       `json:"confidence"`
-	Share           float64       `json:"trial_share"`
-	MaxStagger      time.Duration `json:"max_stagger_ns"`
-	Settings        []string      `json:"settings"`
-	Packed          bool          `json:"packed"`
+	Search
+	Settings []string `json:"settings"`
+	Packed   bool     `json:"packed"`
 }
 
 // MixRecord is one mix's outcomes under every setting, in Options order.
@@ -113,11 +103,11 @@ func (r *MixStats) setSummary(sum workers.Summary) {
 }
 
 func header(o *Options) SearchHeader {
-	h := SearchHeader{
+	h := SearchHeader{Search: Search{
 		Capacity: o.Capacity, ContextOverhead: o.ContextOverhead, Source: o.Source,
 		MaxPAR: o.MaxPAR, Mixes: o.Mixes, TrialsPerWorker: o.TrialsPerWorker, Seed: o.Seed,
-		Confidence: o.Confidence, Share: o.Share, MaxStagger: o.MaxStagger, Packed: o.Packed,
-	}
+		Confidence: o.Confidence, Share: o.Share, MaxStagger: o.MaxStagger,
+	}, Packed: o.Packed}
 	for _, s := range o.Settings {
 		h.Settings = append(h.Settings, s.Name)
 	}
@@ -260,12 +250,7 @@ func assemble(h SearchHeader, records []*MixRecord) *Report {
 		TrialsPerWorker: h.TrialsPerWorker, Confidence: h.Confidence,
 	}
 	K, M := h.MaxPAR, h.Mixes
-	rep := &Report{
-		Capacity: h.Capacity, ContextOverhead: h.ContextOverhead, Source: h.Source,
-		MaxPAR: K, Mixes: M, TrialsPerWorker: h.TrialsPerWorker, Seed: h.Seed,
-		Confidence: h.Confidence, Share: h.Share, MaxStagger: h.MaxStagger,
-		MixesNeeded: mixesNeeded(h.Confidence),
-	}
+	rep := &Report{Search: h.Search, MixesNeeded: mixesNeeded(h.Confidence)}
 	for s, name := range h.Settings {
 		rs := make([]MixStats, K*M) // PAR k's mix m at (k-1)*M+m
 		var pk []MixStats
