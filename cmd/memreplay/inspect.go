@@ -230,17 +230,18 @@ func writeInspection(w io.Writer, in *inspection) error {
 	// Devices with no events and nothing known of them are named as
 	// ranges in one row, as the replay's reports do: a pickle may list
 	// 60,000 empty device traces. The JSON keeps one entry each.
-	var empty []int32
+	empty := func(d deviceSummary) bool { return len(in.Devices) > 1 && d.Events == 0 && d.Capacity == 0 }
+	var idle []int32
 	for _, d := range in.Devices {
-		if len(in.Devices) > 1 && d.Events == 0 && d.Capacity == 0 {
-			empty = append(empty, d.Index)
+		if empty(d) {
+			idle = append(idle, d.Index)
 		}
 	}
-	if len(empty) > 0 {
-		add("devices, no events", fmt.Sprintf("%d: %s", len(empty), report.DeviceRanges(empty)))
+	if len(idle) > 0 {
+		add("devices, no events", fmt.Sprintf("%d: %s", len(idle), report.DeviceRanges(idle)))
 	}
 	for _, d := range in.Devices {
-		if len(empty) > 0 && len(in.Devices) > 1 && d.Events == 0 && d.Capacity == 0 {
+		if empty(d) {
 			continue
 		}
 		c := "unknown"

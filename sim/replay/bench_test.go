@@ -98,14 +98,7 @@ func benchReplay(b *testing.B, n int, profile bool) {
 	var events int64
 	var heap uint64
 	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := trace.NewNativeReader(f, path)
-		if err != nil {
-			b.Fatal(err)
-		}
+		r, f := openNative(b, path)
 		opts := replay.Options{}
 		var prof *profiler.Profiler
 		if profile {

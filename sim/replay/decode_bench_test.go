@@ -37,14 +37,7 @@ func benchDecode(b *testing.B, read func(trace.Reader) (int64, error)) {
 	cpu0 := processCPU(b)
 	var events int64
 	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := trace.NewNativeReader(f, path)
-		if err != nil {
-			b.Fatal(err)
-		}
+		r, f := openNative(b, path)
 		k, err := read(r)
 		if err != nil {
 			b.Fatal(err)
@@ -57,4 +50,18 @@ func benchDecode(b *testing.B, read func(trace.Reader) (int64, error)) {
 		b.ReportMetric(float64(events)/cpu.Seconds(), "cpu-events/s")
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// openNative opens the native trace at path for one benchmark pass; the
+// caller closes the reader and the file.
+func openNative(b *testing.B, path string) (trace.Reader, *os.File) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	r, err := trace.NewNativeReader(f, path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r, f
 }

@@ -32,17 +32,11 @@ func benchRecordedReplay(b *testing.B, n int, mode recordMode) {
 	var heap uint64
 	var size int64
 	for i := 0; i < b.N; i++ {
-		f, err := os.Open(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		r, err := trace.NewNativeReader(f, path)
-		if err != nil {
-			b.Fatal(err)
-		}
+		r, f := openNative(b, path)
 		var rr *replay.ReplayRecorder
 		var out *os.File
 		var bw *bufio.Writer
+		var err error
 		if mode != recordInMemory {
 			if out, err = os.Create(filepath.Join(dir, "rec.out")); err != nil {
 				b.Fatal(err)

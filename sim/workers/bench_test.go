@@ -49,19 +49,7 @@ func BenchmarkFourWorkersTrialModel(b *testing.B) {
 	var events int64
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		n := 0
-		sum, err := workers.Run(workers.Options{
-			GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
-			Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
-			Compute: workers.Compute{Share: 0.5},
-			Next: func(w int, now time.Duration) (workers.Task, bool) {
-				if n >= 8 {
-					return workers.Task{}, false
-				}
-				n++
-				return specTask(n, specs[n%len(specs)]), true
-			},
-		})
+		sum, err := workers.Run(fourWorkers(specs))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -71,6 +59,24 @@ func BenchmarkFourWorkersTrialModel(b *testing.B) {
 		events += sum.Events
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+// fourWorkers is the benchmarks' run: four staggered workers on a 24 GiB
+// GPU, eight trials drawn in turn from specs.
+func fourWorkers(specs []trial.Spec) workers.Options {
+	n := 0
+	return workers.Options{
+		GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
+		Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
+		Compute: workers.Compute{Share: 0.5},
+		Next: func(w int, now time.Duration) (workers.Task, bool) {
+			if n >= 8 {
+				return workers.Task{}, false
+			}
+			n++
+			return specTask(n, specs[n%len(specs)]), true
+		},
+	}
 }
 
 func benchSpecs(b *testing.B) []trial.Spec {
@@ -98,21 +104,9 @@ func BenchmarkTrialModelSteadyAllocs(b *testing.B) {
 		for i := range specs {
 			specs[i].Steps = steps
 		}
-		n := 0
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
-		sum, err := workers.Run(workers.Options{
-			GPU: gpu.Options{Capacity: 24 * giB}, Workers: 4,
-			Stagger: []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond, 150 * time.Millisecond},
-			Compute: workers.Compute{Share: 0.5},
-			Next: func(w int, now time.Duration) (workers.Task, bool) {
-				if n >= 8 {
-					return workers.Task{}, false
-				}
-				n++
-				return specTask(n, specs[n%len(specs)]), true
-			},
-		})
+		sum, err := workers.Run(fourWorkers(specs))
 		runtime.ReadMemStats(&after)
 		if err != nil {
 			b.Fatal(err)
