@@ -14,6 +14,7 @@ import (
 // Allocator is PyTorch's DeviceCachingAllocator for one device.
 type Allocator struct {
 	mu      sync.Mutex
+	single  bool // WithoutLocking: the caller serialises every call; mu is never taken
 	dev     Device
 	vm      VirtualMemory // nil when the device has no VMM support
 	device  int
@@ -88,6 +89,25 @@ func WithPolicy(p Policy) Option { return func(a *Allocator) { a.policy = p } }
 // over all blocks per call.
 func WithInvariantChecks() Option { return func(a *Allocator) { a.check = true } }
 
+// WithoutLocking is for an allocator that one goroutine owns, or whose
+// caller already serialises every call with its own lock (a replay, a
+// simulated worker): its methods then take no lock of their own. An
+// uncontended mutex still costs two atomic instructions per Malloc and per
+// Free, a few percent of a replay that does little else. Calls from two
+// goroutines at once without the caller's own lock are then a data race.
+func WithoutLocking() Option { return func(a *Allocator) { a.single = true } }
+
+// lock takes the allocator's lock unless WithoutLocking said the caller
+// serialises the calls; it says whether it took it (then the caller
+// defers the unlock).
+func (a *Allocator) lock() bool {
+	if a.single {
+		return false
+	}
+	a.mu.Lock()
+	return true
+}
+
 // New returns an allocator for dev with the given settings.
 func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	a := &Allocator{
@@ -152,8 +172,9 @@ func (a *Allocator) validate(cfg *config.Config) error {
 
 // Config returns the settings in force.
 func (a *Allocator) Config() config.Config {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	return a.cfg
 }
 
@@ -163,8 +184,9 @@ func (a *Allocator) Config() config.Config {
 // expandable_segments is off. max_split_size in Stats keeps its value from
 // construction, as in PyTorch.
 func (a *Allocator) SetConfig(cfg config.Config) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if err := a.validate(&cfg); err != nil {
 		return err
 	}
@@ -189,22 +211,25 @@ func (a *Allocator) Policy() Policy { return a.policy }
 
 // Stats returns a copy of the statistics.
 func (a *Allocator) Stats() Stats {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	return a.stats
 }
 
 // ResetPeakStats sets every peak to the current value.
 func (a *Allocator) ResetPeakStats() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	a.stats.resetPeak()
 }
 
 // ResetAccumulatedStats zeroes the allocated/freed totals and the counters.
 func (a *Allocator) ResetAccumulatedStats() {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	a.stats.resetAccumulated()
 	a.accumulatedReset = true
 }
@@ -214,8 +239,9 @@ func (a *Allocator) ResetAccumulatedStats() {
 // removes the limit, and a limit also enables garbage collection when
 // garbage_collection_threshold is set.
 func (a *Allocator) SetMemoryFraction(fraction float64) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	return a.setMemoryFraction(fraction)
 }
 
@@ -255,8 +281,9 @@ func (a *Allocator) setMemoryFraction(fraction float64) error {
 
 // MemoryFraction returns the limit as a fraction of the device (1 when none).
 func (a *Allocator) MemoryFraction() float64 {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if !a.setFraction {
 		return 1
 	}
@@ -312,8 +339,9 @@ func (a *Allocator) Malloc(size uint64, stream Stream) (*Block, error) {
 	if size >= maxRequest {
 		return nil, &OutOfMemoryError{Device: a.device, Requested: size, TooLarge: true}
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if a.fatal != nil {
 		return nil, a.fatal
 	}
@@ -330,8 +358,9 @@ func (a *Allocator) Free(b *Block) error {
 	if b == nil {
 		return nil
 	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if a.fatal != nil {
 		return a.fatal
 	}
@@ -361,8 +390,9 @@ func (a *Allocator) checkLive(b *Block) error {
 // free waits for the work queued on s (Tensor.record_stream). The block's
 // own stream is ignored.
 func (a *Allocator) RecordStream(b *Block, s Stream) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if err := a.checkLive(b); err != nil {
 		return err
 	}
@@ -381,8 +411,9 @@ func (a *Allocator) RecordStream(b *Block, s Stream) error {
 // ProcessEvents returns to their pools the pending blocks whose events have
 // completed, as every malloc does first.
 func (a *Allocator) ProcessEvents() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if a.fatal != nil {
 		return a.fatal
 	}
@@ -397,8 +428,9 @@ func (a *Allocator) ProcessEvents() error {
 // segment to the device and unmaps every whole free page of expandable
 // segments (torch.cuda.empty_cache). Live blocks are untouched.
 func (a *Allocator) EmptyCache() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	if a.fatal != nil {
 		return a.fatal
 	}

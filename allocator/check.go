@@ -21,8 +21,9 @@ import (
 //
 // WithInvariantChecks runs it after every operation.
 func (a *Allocator) CheckInvariants() error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	return a.checkInvariants()
 }
 

@@ -7,8 +7,9 @@ package allocator
 // O(distinct free sizes) at worst and usually O(1), however many streams
 // hold free blocks.
 func (a *Allocator) FreeSummary() (total, largest uint64) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	for _, p := range a.pools {
 		total += p.free.bytes
 		largest = max(largest, p.free.largest())

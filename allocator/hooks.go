@@ -73,8 +73,9 @@ func (a *Allocator) AddObserver(o Observer) (remove func()) {
 // free_completed) and no decision in the usual case: an observer of
 // Decisions is not called for them at all.
 func (a *Allocator) AddObserverFor(set ActionSet, o Observer) (remove func()) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	a.nextObserverID++
 	id := a.nextObserverID
 	a.observers = append(a.observers, observerEntry{id, set, o})

@@ -530,8 +530,9 @@ type PlanStats struct {
 // PlanStats reports the plan policy's counters; ok is false under another
 // policy.
 func (a *Allocator) PlanStats() (s PlanStats, ok bool) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	ps := a.plan
 	if ps == nil {
 		return s, false

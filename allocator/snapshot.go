@@ -41,8 +41,9 @@ type BlockInfo struct {
 // Snapshot returns the segments sorted by address, as PyTorch's snapshot
 // reports them.
 func (a *Allocator) Snapshot() Snapshot {
-	a.mu.Lock()
-	defer a.mu.Unlock()
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
 	return a.snapshot()
 }
 

@@ -310,7 +310,8 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		d.unusedCapacity = rp.unusedCapacity(i)
 	}
 	d.dev = &device{p: proc, d: d, script: rp.opts.Check}
-	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i))}
+	// The replay calls each device's allocator from its one goroutine.
+	aopts := []allocator.Option{allocator.WithDeviceIndex(int(i)), allocator.WithoutLocking()}
 	if rp.opts.InvariantChecks {
 		aopts = append(aopts, allocator.WithInvariantChecks())
 	}

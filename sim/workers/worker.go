@@ -162,7 +162,8 @@ func (w *worker) spawn() error {
 	w.r.procs++
 	w.r.observe()
 	m := &meter{p: p}
-	var opts []allocator.Option
+	// The simulation runs every worker on one goroutine.
+	opts := []allocator.Option{allocator.WithoutLocking()}
 	if p := w.r.o.AllocPolicy; p != nil {
 		opts = append(opts, allocator.WithPolicy(p))
 	}
