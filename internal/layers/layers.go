@@ -57,6 +57,7 @@ var Names = [...]string{"internal", "trace", "allocator", "sim", "profiler", "cm
 //     package under sim/ named for what it is, at the step above what it uses;
 //   - a renderer: profiler/report.
 var Packages = map[string]Place{
+	"internal/cputime":     {Internal, 0},
 	"internal/datadriven":  {Internal, 0},
 	"internal/fakecuda":    {Internal, 0},
 	"internal/layers":      {Internal, 0},

@@ -34,7 +34,7 @@ func benchDecode(b *testing.B, read func(trace.Reader) (int64, error)) {
 	path := filepath.Join(b.TempDir(), "train.mrt")
 	writeTrainingTrace(b, path, n)
 	b.ResetTimer()
-	cpu0 := processCPU(b)
+	cpu0 := processCPU()
 	var events int64
 	for i := 0; i < b.N; i++ {
 		r, f := openNative(b, path)
@@ -46,7 +46,7 @@ func benchDecode(b *testing.B, read func(trace.Reader) (int64, error)) {
 		r.Close()
 		f.Close()
 	}
-	if cpu := processCPU(b) - cpu0; cpu > 0 {
+	if cpu := processCPU() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(events)/cpu.Seconds(), "cpu-events/s")
 	}
 	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
