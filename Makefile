@@ -75,7 +75,9 @@ BENCH_BASE ?= 79798aa
 # Every figure of docs/performance.md with its baseline in the same run:
 # the allocator's hot path (docs/allocator.md), the replay's throughput
 # beside the trace decoder alone (docs/replay.md), the real-snapshot
-# corpus beside BENCH_BASE's code (bench/corpus.sh), the snapshot import
+# corpus beside BENCH_BASE's code (bench/corpus.sh), the trial model
+# under par and trials (events/s on one core, allocations per event)
+# beside BENCH_BASE's (bench/compare.sh), the snapshot import
 # beside Python's pickle.load of the same file, and the C ABI's pair
 # beside the allocator alone and glibc's malloc+free.
 # The machine and its load average are printed first: on a shared machine
@@ -85,6 +87,7 @@ bench:
 	bash bench/allocator.sh
 	bash bench/replay.sh
 	bash bench/corpus.sh $(BENCH_BASE) "" 5 10
+	bash bench/compare.sh $(BENCH_BASE) 6 'sim/workers'
 	bash bench/import.sh
 	bash bench/libmemreplay.sh
 	@echo "machine: load average $$(cut -d' ' -f1-3 /proc/loadavg) at the end"

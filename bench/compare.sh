@@ -20,14 +20,16 @@ only=${3:-.}
 # golang.org/x/perf's benchstat, pinned (docs/performance.md).
 benchstat=golang.org/x/perf/cmd/benchstat@v0.0.0-20260908200009-22c9c6c9d4da
 
-# package, benchmarks, -benchtime
+# package, benchmarks, -benchtime, -cpu ("-": GOMAXPROCS as it is). The
+# replay's and the trial model's goals are put per core, so they run on
+# one, as bench/replay.sh runs them.
 set_=(
-	"allocator ^BenchmarkMallocFreeCacheHit\$ 1s"
-	"sim/replay ^BenchmarkReplay1M(Profiled)?\$ 3x"
-	"sim/workers ^Benchmark(FourWorkersTrialModel|TrialModelSteadyAllocs)\$ 3x"
-	"trace ^Benchmark(NativeRead|ReadPyTorch|Unpickle)\$ 3x"
-	"profiler ^BenchmarkRealSnapshots\$ 10x"
-	"cmd/libmemreplay ^Benchmark(AllocatorPair|LibraryPair|LibraryPairParallel|ExportedPair|ExportedCall|ExportedPairThreads|GlibcPair)\$ 1s"
+	"allocator ^BenchmarkMallocFreeCacheHit\$ 1s -"
+	"sim/replay ^BenchmarkReplay1M(Profiled)?\$ 3x 1"
+	"sim/workers ^Benchmark(FourWorkersTrialModel|TrialModelSteadyAllocs)\$ 3x 1"
+	"trace ^Benchmark(NativeRead|ReadPyTorch|Unpickle)\$ 3x -"
+	"profiler ^BenchmarkRealSnapshots\$ 10x -"
+	"cmd/libmemreplay ^Benchmark(AllocatorPair|LibraryPair|LibraryPairParallel|ExportedPair|ExportedCall|ExportedPairThreads|GlibcPair)\$ 1s -"
 )
 
 rev=$(git rev-parse --verify "$old^{commit}")
@@ -69,13 +71,15 @@ done
 : >"$tmp/new.txt"
 for i in $(seq "$count"); do
 	for e in "${set_[@]}"; do
-		read -r pkg re bt <<<"$e"
+		read -r pkg re bt cpu <<<"$e"
 		[[ $pkg =~ $only ]] || continue
+		cpuflag=()
+		[ "$cpu" = - ] || cpuflag=(-test.cpu "$cpu")
 		for side in old new; do
 			root=$PWD
 			[ "$side" = old ] && root=$tmp/old
 			(cd "$root/$pkg" && "$tmp/bin/$side/${pkg//\//_}.test" -test.run '^$' -test.bench "$re" \
-				-test.benchtime "$bt" -test.benchmem -test.count 1) >>"$tmp/$side.txt"
+				-test.benchtime "$bt" "${cpuflag[@]}" -test.benchmem -test.count 1) >>"$tmp/$side.txt"
 		done
 	done
 	echo "round $i of $count done: load average $(cut -d' ' -f1 /proc/loadavg)" >&2
