@@ -359,7 +359,39 @@ type unpickler struct {
 	// st streams a snapshot's trace entries (stream.go); nil decodes the
 	// whole object graph.
 	st *streamState
+	// shortStrs caches the strs index+1 of short strings by a hash of
+	// their bytes (see str).
+	shortStrs [256]uint32
 }
+
+// str returns the strs index of a decoded string. A short string decoded
+// again gets the index of the same string decoded earlier, when the cache
+// still holds it: a str's identity means nothing in Python (only its
+// value), and PyTorch's C++ pickler writes a string such as an entry's
+// "N/A" compile context anew in every entry instead of through the memo,
+// which made a Go string and a strs slot for each of them.
+func (u *unpickler) str(b []byte) uint64 {
+	if len(b) > maxCachedStr {
+		u.strs = append(u.strs, string(b))
+		return uint64(len(u.strs) - 1)
+	}
+	h := uint32(len(b))
+	for _, c := range b {
+		h = h*31 + uint32(c)
+	}
+	h ^= h >> 16
+	slot := &u.shortStrs[uint8(h)]
+	if i := *slot; i != 0 && u.strs[i-1] == string(b) {
+		return uint64(i - 1)
+	}
+	u.strs = append(u.strs, string(b))
+	*slot = uint32(len(u.strs))
+	return uint64(len(u.strs) - 1)
+}
+
+// maxCachedStr is the longest string str looks up: hashing a long string
+// costs more than copying it.
+const maxCachedStr = 24
 
 // pickleWindow is the read size of a streamed input (a variable for the
 // tests, which shrink it to refill at every opcode).
@@ -643,8 +675,7 @@ func (u *unpickler) run() (pv, error) {
 				u.bytes = append(u.bytes, append([]byte{}, b...))
 				u.stack = append(u.stack, mkpv(pkBytes, uint64(len(u.bytes)-1)))
 			} else {
-				u.strs = append(u.strs, string(b))
-				u.stack = append(u.stack, mkpv(pkStr, uint64(len(u.strs)-1)))
+				u.stack = append(u.stack, mkpv(pkStr, u.str(b)))
 			}
 
 		case opMEMOIZE:

@@ -988,8 +988,10 @@ func (c *ptConv) poolID(path string, v pv) ([2]int64, *convErr) {
 	}
 	for i := range id {
 		var err *convErr
-		if id[i], err = c.wantInt(fmt.Sprintf("%s[%d]", path, i), items[i]); err != nil {
-			return id, err
+		if id[i], err = c.wantInt("", items[i]); err != nil {
+			// The path only now: built for every segment, it was most of
+			// the import's allocations on a snapshot of segments only.
+			return id, err.in(fmt.Sprintf("%s[%d]", path, i))
 		}
 	}
 	return id, nil
