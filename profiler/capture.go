@@ -168,6 +168,11 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		size uint64
 	}
 	var blocks []held
+	// The layouts' blocks are carved from one array (each active block
+	// lies in one span at most), and the layouts are appended to a slice
+	// grown once: a capture of thousands of segments grew one slice each.
+	layBlocks := make([]BlockLayout, 0, len(addrs))
+	c.Layout = slices.Grow(c.Layout, len(all))
 	for _, sp := range all {
 		for k < len(addrs) && addrs[k] < sp.addr {
 			k++ // outside every span: cannot happen in a consistent state
@@ -176,12 +181,13 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		var allocated uint64
 		blocks = blocks[:0]
 		lay := SegmentLayout{Device: d.index, Stream: sp.stream, Address: sp.addr, Size: sp.size,
-			Expandable: sp.expandable, Blocks: []BlockLayout{}}
+			Expandable: sp.expandable}
+		first := len(layBlocks)
 		pos := sp.addr
 		for ; k < len(addrs) && addrs[k] < sp.end(); k++ {
 			a := addrs[k]
 			b := active[a]
-			lay.Blocks = append(lay.Blocks, BlockLayout{Offset: a - sp.addr, Size: b.size, Allocated: b.allocated, Stack: b.stack})
+			layBlocks = append(layBlocks, BlockLayout{Offset: a - sp.addr, Size: b.size, Allocated: b.allocated, Stack: b.stack})
 			if a > pos {
 				gap := a - pos
 				c.FreeBytes += gap
@@ -198,6 +204,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 			c.FreeBytes += gap
 			c.LargestFreeBlockBytes = max(c.LargestFreeBlockBytes, gap)
 		}
+		lay.Blocks = layBlocks[first:len(layBlocks):len(layBlocks)] // never nil: JSON [] for no blocks
 		c.Layout = append(c.Layout, lay)
 		if allocated == 0 {
 			continue
