@@ -131,7 +131,7 @@ func (r *reconWalk) walk(d int32) *devWalk {
 	w := r.devs[d]
 	if w == nil {
 		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-			preLive: map[uint64]*preBlock{}}
+			preLive: map[uint64]preBlock{}}
 		r.devs[d] = w
 	}
 	return w
@@ -153,7 +153,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 		case stNone:
 			*st = stPending
 			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
+				w.preLive[e.Addr] = preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
 			}
 		}
 	case trace.ActionFreeCompleted:
@@ -164,7 +164,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 			*st = stFreed
 		case stNone:
 			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
+				w.preLive[e.Addr] = preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
 			}
 		}
 	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
@@ -197,6 +197,9 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 	}
 	devs, walk := r.devs, r.walk
 	if t.hasFinal {
+		// The final segments' copies come from one array, sized once, not
+		// one allocation each (real snapshots end with thousands).
+		copies := make([]trace.Segment, 0, len(t.final))
 		for i := range t.final {
 			s := &t.final[i]
 			w := walk(s.Device)
@@ -208,14 +211,15 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 			}
 			if !w.created[s.Address] {
 				if _, seen := w.pre[s.Address]; !seen {
-					c := *s
+					copies = append(copies, *s)
+					c := &copies[len(copies)-1]
 					c.Blocks = nil
-					w.pre[s.Address] = &c
+					w.pre[s.Address] = c
 				}
 				for _, b := range s.Blocks {
 					if b.State != trace.BlockInactive && w.state.get(b.Address) == stNone {
 						if _, seen := w.preLive[b.Address]; !seen {
-							w.preLive[b.Address] = &preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
+							w.preLive[b.Address] = preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
 								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
 						}
 					}
@@ -269,7 +273,7 @@ type devWalk struct {
 	pre               map[uint64]*trace.Segment // segments that existed at the start
 	state             addrStates
 	reserved          int64 // segment bytes the events created less those they freed, so far
-	preLive           map[uint64]*preBlock
+	preLive           map[uint64]preBlock
 	skippedExpandable int
 	// expandable holds the expandable runs the trace names (mapped,
 	// unmapped, or in the final state): a block freed inside one is
@@ -313,7 +317,7 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		segs = append(segs, s)
 	}
 	sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
-	blocks := make([]*preBlock, 0, len(w.preLive))
+	blocks := make([]preBlock, 0, len(w.preLive))
 	for _, b := range w.preLive {
 		blocks = append(blocks, b)
 	}
@@ -322,7 +326,7 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 	// Blocks outside every known segment but inside an expandable run get
 	// a segment of their own.
 	w.sortExpandable()
-	var orphans []*preBlock
+	var orphans []*preBlock // in blocks
 	inSeg := func(addr uint64) *trace.Segment {
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Address+segs[i].TotalSize > addr })
 		if i < len(segs) && segs[i].Address <= addr {
@@ -330,9 +334,9 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		}
 		return nil
 	}
-	for _, b := range blocks {
-		if inSeg(b.addr) == nil {
-			orphans = append(orphans, b)
+	for i := range blocks {
+		if inSeg(blocks[i].addr) == nil {
+			orphans = append(orphans, &blocks[i])
 		}
 	}
 	for _, b := range orphans {
@@ -356,6 +360,9 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 	}
 
 	out := make([]trace.Segment, 0, len(segs))
+	// Every segment's blocks are carved from one array: a live block and
+	// the free gap before it, and a free tail, at most.
+	all := make([]trace.Block, 0, 2*len(blocks)+len(segs))
 	bi := 0
 	for _, s := range segs {
 		seg := *s
@@ -371,16 +378,18 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		for bi < len(blocks) && blocks[bi].addr < s.Address {
 			bi++
 		}
-		var mine []*preBlock
+		first := bi
 		for bi < len(blocks) && blocks[bi].addr < end {
-			mine = append(mine, blocks[bi])
 			bi++
 		}
+		mine := blocks[first:bi]
 		at := s.Address
 		seg.Blocks = nil
-		for k, b := range mine {
+		n := len(all)
+		for k := range mine {
+			b := &mine[k]
 			if b.addr > at {
-				seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: b.addr - at})
+				all = append(all, trace.Block{Address: at, Size: b.addr - at})
 			}
 			limit := end
 			if k+1 < len(mine) {
@@ -400,13 +409,16 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 			if b.pending {
 				st = trace.BlockPendingFree
 			}
-			seg.Blocks = append(seg.Blocks, trace.Block{Address: b.addr, Size: size, RequestedSize: b.requested, State: st, Stack: b.stack})
+			all = append(all, trace.Block{Address: b.addr, Size: size, RequestedSize: b.requested, State: st, Stack: b.stack})
 			rec.LiveBlocks++
 			rec.LiveBytes += size
 			at = b.addr + size
 		}
 		if at < end {
-			seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: end - at})
+			all = append(all, trace.Block{Address: at, Size: end - at})
+		}
+		if len(all) > n {
+			seg.Blocks = all[n:len(all):len(all)]
 		}
 		out = append(out, seg)
 	}
