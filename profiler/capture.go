@@ -109,9 +109,15 @@ func (p *Profiler) reconstruct(devs []*devState, marks []int, event int64, live,
 // reconstruct adds one device's state at log position mark to c.
 func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteBytes) {
 	snap := d.a.Snapshot()
-	segs := map[uint64]span{} // plain segments by address
-	var runs []span           // expandable mapped runs, sorted by address
-	active := map[uint64]activeBlock{}
+	// The maps are sized for the state now: grown from nothing, they were
+	// rehashed a dozen times on a snapshot of thousands of blocks.
+	nb := 0
+	for i := range snap.Segments {
+		nb += len(snap.Segments[i].Blocks)
+	}
+	segs := make(map[uint64]span, len(snap.Segments)) // plain segments by address
+	var runs []span                                   // expandable mapped runs, sorted by address
+	active := make(map[uint64]activeBlock, nb)
 	for i := range snap.Segments {
 		si := &snap.Segments[i]
 		sp := span{addr: si.Address, size: si.TotalSize, stream: uint64(si.Stream), expandable: si.IsExpandable}

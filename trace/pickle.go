@@ -394,8 +394,11 @@ func (u *unpickler) str(b []byte) uint64 {
 const maxCachedStr = 24
 
 // pickleWindow is the read size of a streamed input (a variable for the
-// tests, which shrink it to refill at every opcode).
-var pickleWindow = 1 << 20
+// tests, which shrink it to refill at every opcode). 64 KiB: a refill
+// costs a read and a copy of the lookahead, while the window is allocated
+// and cleared for every file; at 1 MiB that was an eighth of the bytes
+// the real-snapshot corpus allocated, for no faster a decode.
+var pickleWindow = 64 << 10
 
 // pickleLookahead is what the opcode loop keeps in the window before an
 // opcode: every fixed-size opcode fits.
@@ -414,7 +417,19 @@ func unpickle(data []byte, file string) (*pickled, error) {
 }
 
 func newMemUnpickler(data []byte, file string) *unpickler {
-	return &unpickler{file: file, data: data, buf: data, size: int64(len(data)), eof: true}
+	return &unpickler{file: file, data: data, buf: data, size: int64(len(data)), eof: true, memo: memoFor(int64(len(data)))}
+}
+
+// memoFor sizes the memo for an input of size bytes: about one memo
+// entry in 32 bytes (PyTorch's snapshots have one in 17 to 60), at most a
+// million (8 MB) ahead of need. Grown by append from nothing, the memo
+// was copied about twice over: a tenth of the bytes the real-snapshot
+// corpus allocated.
+func memoFor(size int64) []pv {
+	if size < 64 {
+		return nil
+	}
+	return make([]pv, 0, min(size/32, 1<<20))
 }
 
 // newFileUnpickler reads size bytes (the file's size when opened) from
@@ -422,10 +437,10 @@ func newMemUnpickler(data []byte, file string) *unpickler {
 func newFileUnpickler(src io.Reader, size int64, file string) *unpickler {
 	w := pickleWindow
 	if size >= 0 && size < int64(w) {
-		w = int(size) + 1 // a small file in one read, without a 1 MiB buffer to clear
+		w = int(size) + 1 // a small file in one read, without a whole window to clear
 	}
 	buf := make([]byte, 0, w)
-	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src}
+	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src, memo: memoFor(size)}
 }
 
 // more keeps the window's bytes from from on, moves them to its start,

@@ -200,6 +200,25 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 		// The final segments' copies come from one array, sized once, not
 		// one allocation each (real snapshots end with thousands).
 		copies := make([]trace.Segment, 0, len(t.final))
+		// preLive is about to take the final state's live blocks: sized
+		// for them once rather than rehashed as it grows (the events
+		// leave it empty or nearly so).
+		want := map[int32]int{}
+		for i := range t.final {
+			if s := &t.final[i]; !s.Expandable {
+				want[s.Device] += len(s.Blocks)
+			}
+		}
+		for d, n := range want {
+			w := walk(d)
+			if n > 64 {
+				m := make(map[uint64]preBlock, len(w.preLive)+n)
+				for a, b := range w.preLive {
+					m[a] = b
+				}
+				w.preLive = m
+			}
+		}
 		for i := range t.final {
 			s := &t.final[i]
 			w := walk(s.Device)
