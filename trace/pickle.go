@@ -67,6 +67,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -375,12 +376,18 @@ func (u *unpickler) str(b []byte) uint64 {
 		u.strs = append(u.strs, string(b))
 		return uint64(len(u.strs) - 1)
 	}
-	h := uint32(len(b))
-	for _, c := range b {
-		h = h*31 + uint32(c)
+	// The hash: the first and last 8 bytes (overlapping, or the bytes
+	// themselves when fewer) and the length, multiplied to mix them into
+	// the top byte.
+	var x uint64
+	if len(b) >= 8 {
+		x = binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[len(b)-8:]), 29)
+	} else {
+		for _, c := range b {
+			x = x<<8 | uint64(c)
+		}
 	}
-	h ^= h >> 16
-	slot := &u.shortStrs[uint8(h)]
+	slot := &u.shortStrs[((x^uint64(len(b)))*0x9E3779B97F4A7C15)>>56]
 	if i := *slot; i != 0 && u.strs[i-1] == string(b) {
 		return uint64(i - 1)
 	}
@@ -391,7 +398,7 @@ func (u *unpickler) str(b []byte) uint64 {
 
 // maxCachedStr is the longest string str looks up: hashing a long string
 // costs more than copying it.
-const maxCachedStr = 24
+const maxCachedStr = 16
 
 // pickleWindow is the read size of a streamed input (a variable for the
 // tests, which shrink it to refill at every opcode). 64 KiB: a refill
