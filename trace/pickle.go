@@ -636,28 +636,49 @@ func (u *unpickler) run() (pv, error) {
 		pos++
 		switch op {
 		case opBINGET, opLONG_BINGET:
-			var idx uint64
-			if op == opBINGET {
-				if pos >= len(data) {
-					return 0, u.truncated(start, op, 1, 0)
+			// Gets come in runs (a frame list is a get for each of its
+			// frames, two thirds of a snapshot's opcodes): the run is
+			// taken here, each get after the first without the loop's
+			// refill check and dispatch, while the window holds the
+			// lookahead the loop would have asked for.
+			stack := u.stack
+			for {
+				var idx uint64
+				if op == opBINGET {
+					if pos >= len(data) {
+						u.stack = stack
+						return 0, u.truncated(start, op, 1, 0)
+					}
+					idx = uint64(data[pos])
+					pos++
+				} else {
+					if len(data)-pos < 4 {
+						u.stack = stack
+						return 0, u.truncated(start, op, 4, len(data)-pos)
+					}
+					idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
+					pos += 4
 				}
-				idx = uint64(data[pos])
+				v, ok := u.memoGet(idx)
+				if !ok {
+					u.stack = stack
+					return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
+				}
+				if v.kind() == pkDead {
+					u.stack = stack
+					return 0, u.shapef(start, "%s %d refers to an object inside a trace entry already converted", pickleOpName(op), idx)
+				}
+				stack = append(stack, v)
+				if len(data)-pos < pickleLookahead || len(stack) > maxPickleStack {
+					break
+				}
+				if next := data[pos]; next != opBINGET && next != opLONG_BINGET {
+					break
+				}
+				start, op = pos, data[pos]
 				pos++
-			} else {
-				if len(data)-pos < 4 {
-					return 0, u.truncated(start, op, 4, len(data)-pos)
-				}
-				idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
-				pos += 4
 			}
-			v, ok := u.memoGet(idx)
-			if !ok {
-				return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
-			}
-			if v.kind() == pkDead {
-				return 0, u.shapef(start, "%s %d refers to an object inside a trace entry already converted", pickleOpName(op), idx)
-			}
-			u.stack = append(u.stack, v)
+			u.stack = stack
 
 		case opSHORT_BINUNICODE, opBINUNICODE, opBINUNICODE8, opSHORT_BINBYTES, opBINBYTES:
 			var n uint64

@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -329,18 +331,22 @@ type preBlock struct {
 	known                         bool // size known (from the final segments)
 }
 
+func bySegmentAddress(a, b *trace.Segment) int { return cmp.Compare(a.Address, b.Address) }
+
 // build lays out the device's initial segments.
 func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, rec *Reconstruction) []trace.Segment {
 	segs := make([]*trace.Segment, 0, len(w.pre))
 	for _, s := range w.pre {
 		segs = append(segs, s)
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+	slices.SortFunc(segs, bySegmentAddress)
 	blocks := make([]preBlock, 0, len(w.preLive))
 	for _, b := range w.preLive {
 		blocks = append(blocks, b)
 	}
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].addr < blocks[j].addr })
+	// slices.SortFunc: sort.Slice's reflection swapper was most of the
+	// sort's time, for the same order (the same pdqsort).
+	slices.SortFunc(blocks, func(a, b preBlock) int { return cmp.Compare(a.addr, b.addr) })
 
 	// Blocks outside every known segment but inside an expandable run get
 	// a segment of their own.
@@ -374,7 +380,7 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		}
 		s := &trace.Segment{Device: dev, Address: b.addr, TotalSize: size, Stream: b.stream}
 		segs = append(segs, s)
-		sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+		slices.SortFunc(segs, bySegmentAddress)
 		rec.Unresolved++
 	}
 
