@@ -48,3 +48,19 @@ func TestCaptureLayoutBlocks(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(js), `"blocks":[]`)
 }
+
+// The sites' frame lists share arrays but each is a slice of its own
+// length: appending to one site's frames never overwrites another's.
+func TestSiteFramesDoNotAlias(t *testing.T) {
+	p := profiler.New(stacksFor("a", "b", "c"), profiler.Options{})
+	r := newRig(t, p, 0, 1<<34, "")
+	r.malloc("a", MiB, 1)
+	r.malloc("b", 2*MiB, 2)
+	r.malloc("c", 3*MiB, 3)
+	prof := p.Finish()
+	require.Len(t, prof.Sites, 3)
+	for _, s := range prof.Sites {
+		require.Len(t, s.Frames, 2, "%s", s.Label)
+		require.Equal(t, len(s.Frames), cap(s.Frames), "%s", s.Label)
+	}
+}

@@ -20,14 +20,20 @@ var (
 )
 
 // hidden reports whether memory_viz would hide the frame.
-func hidden(f trace.Frame) bool {
+func hidden(f trace.Frame) bool { return hiddenName(f.Name) || hiddenFile(f.Filename) }
+
+func hiddenName(name string) bool {
 	for _, s := range omitFunctions {
-		if strings.Contains(f.Name, s) {
+		if strings.Contains(name, s) {
 			return true
 		}
 	}
+	return false
+}
+
+func hiddenFile(filename string) bool {
 	for _, s := range omitFilenames {
-		if strings.Contains(f.Filename, s) {
+		if strings.Contains(filename, s) {
 			return true
 		}
 	}
@@ -37,9 +43,11 @@ func hidden(f trace.Frame) bool {
 // allocatorFrame reports whether the frame is the caching allocator's own
 // (its malloc entry points): the innermost frames of every C++ stack, which
 // say nothing about who asked.
-func allocatorFrame(f trace.Frame) bool {
-	return strings.Contains(f.Name, "CachingAllocator") || strings.Contains(f.Filename, "CUDACachingAllocator")
-}
+func allocatorFrame(f trace.Frame) bool { return allocatorName(f.Name) || allocatorFile(f.Filename) }
+
+func allocatorName(name string) bool { return strings.Contains(name, "CachingAllocator") }
+
+func allocatorFile(filename string) bool { return strings.Contains(filename, "CUDACachingAllocator") }
 
 // TrimFrames returns frames (innermost first) without the frames PyTorch's
 // memory_viz hides and without the allocator's own frames at the innermost

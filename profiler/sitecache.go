@@ -17,7 +17,18 @@ type siteFrames struct {
 	stacks *trace.Stacks
 	info   []frameInfo // by frame index
 	trim   []uint32    // scratch
+	// The tests on a frame's name and on its file, each made once: the
+	// frames of a stack table are mostly the same functions at other
+	// lines, and the same files.
+	names map[string]nameInfo
+	files map[string]fileInfo
+	// strs is where the sites' frame lists are carved from.
+	strs []string
 }
+
+type nameInfo struct{ hidden, allocator, plumbing bool }
+
+type fileInfo struct{ hidden, allocator, python bool }
 
 type frameInfo struct {
 	done      bool
@@ -29,15 +40,27 @@ type frameInfo struct {
 }
 
 func newSiteFrames(s *trace.Stacks) *siteFrames {
-	return &siteFrames{stacks: s, info: make([]frameInfo, s.NumFrames())}
+	return &siteFrames{stacks: s, info: make([]frameInfo, s.NumFrames()),
+		names: map[string]nameInfo{}, files: map[string]fileInfo{}}
 }
 
 func (c *siteFrames) frame(i uint32) *frameInfo {
 	fi := &c.info[i]
 	if !fi.done {
 		f := c.stacks.Frame(i)
-		*fi = frameInfo{done: true, hidden: hidden(f), allocator: allocatorFrame(f),
-			python: strings.HasSuffix(f.Filename, ".py"), plumbing: plumbing(f.Name), text: FormatFrame(f)}
+		n, ok := c.names[f.Name]
+		if !ok {
+			n = nameInfo{hidden: hiddenName(f.Name), allocator: allocatorName(f.Name), plumbing: plumbing(f.Name)}
+			c.names[f.Name] = n
+		}
+		l, ok := c.files[f.Filename]
+		if !ok {
+			l = fileInfo{hidden: hiddenFile(f.Filename), allocator: allocatorFile(f.Filename),
+				python: strings.HasSuffix(f.Filename, ".py")}
+			c.files[f.Filename] = l
+		}
+		*fi = frameInfo{done: true, hidden: n.hidden || l.hidden, allocator: n.allocator || l.allocator,
+			python: l.python, plumbing: n.plumbing, text: FormatFrame(f)}
 	}
 	return fi
 }
@@ -67,10 +90,16 @@ func (c *siteFrames) site(id trace.StackID) (label string, frames []string) {
 		return "<no stack>", nil
 	}
 	t := c.trimmed(idx)
-	frames = make([]string, len(t))
-	for k, i := range t {
-		frames[k] = c.info[i].text
+	// Carved from one array for all the sites (a new one when it is
+	// full, the earlier lists keeping theirs), not one allocation each.
+	if cap(c.strs)-len(c.strs) < len(t) {
+		c.strs = make([]string, 0, max(2*cap(c.strs), 256, len(t)))
 	}
+	n := len(c.strs)
+	for _, i := range t {
+		c.strs = append(c.strs, c.info[i].text)
+	}
+	frames = c.strs[n:len(c.strs):len(c.strs)]
 	for _, i := range idx {
 		if fi := c.frame(i); fi.python {
 			return fi.text, frames
