@@ -678,7 +678,14 @@ func (u *unpickler) run() (pv, error) {
 				start, op = pos, data[pos]
 				pos++
 			}
-			u.stack = stack
+			if cap(stack) == cap(u.stack) {
+				// Not grown: only the length changed. Storing the
+				// slice whole would store its pointer too, through the
+				// collector's write barrier while it marks.
+				u.stack = u.stack[:len(stack)]
+			} else {
+				u.stack = stack
+			}
 
 		case opSHORT_BINUNICODE, opBINUNICODE, opBINUNICODE8, opSHORT_BINBYTES, opBINBYTES:
 			var n uint64
