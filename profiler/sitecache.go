@@ -76,7 +76,9 @@ func (c *siteFrames) trimmed(idx []uint32) []uint32 {
 		}
 		out = append(out, i)
 	}
-	c.trim = out
+	if cap(out) != cap(c.trim) { // grown: keep the bigger buffer (storing it unchanged cost a write barrier)
+		c.trim = out
+	}
 	if len(out) == 0 {
 		return idx
 	}

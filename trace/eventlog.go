@@ -115,7 +115,11 @@ func (l *EventLog) Append(e *Event) {
 		}
 		c = binary.AppendUvarint(c, i)
 	}
-	l.chunks[len(l.chunks)-1] = c
+	// Only the length changed (the chunk had room for the event): storing
+	// the slice whole would store its pointer too, through the collector's
+	// write barrier while it marks.
+	k := len(l.chunks) - 1
+	l.chunks[k] = l.chunks[k][:len(c)]
 	*p = elState{dev: e.Device, stream: e.Stream, addr: e.Addr, time: e.TimeUS}
 	l.n++
 }

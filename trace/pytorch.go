@@ -855,7 +855,9 @@ func (c *ptConv) stack(v pv) (StackID, *convErr) {
 		}
 		key = append(key, byte(f), byte(f>>8), byte(f>>16), byte(f>>24))
 	}
-	c.keyBuf = key
+	if cap(key) != cap(c.keyBuf) { // grown: keep the bigger buffer (storing it unchanged cost a write barrier)
+		c.keyBuf = key
+	}
 	id, ok := c.stackKeys[string(key)]
 	if !ok {
 		idx := make([]uint32, len(l.items))
