@@ -133,7 +133,7 @@ func (r *reconWalk) walk(d int32) *devWalk {
 	w := r.devs[d]
 	if w == nil {
 		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-			preLive: map[uint64]preBlock{}}
+			preLive: map[uint64]struct{}{}}
 		r.devs[d] = w
 	}
 	return w
@@ -154,9 +154,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 			*st = stPending
 		case stNone:
 			*st = stPending
-			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
-			}
+			w.addLive(preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream})
 		}
 	case trace.ActionFreeCompleted:
 		switch st := w.state.at(e.Addr); *st {
@@ -165,9 +163,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 			// free, not a block from before the trace.
 			*st = stFreed
 		case stNone:
-			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
-			}
+			w.addLive(preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true})
 		}
 	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 		w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
@@ -186,7 +182,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 		if w.created[e.Addr] {
 			delete(w.created, e.Addr)
 		} else if _, seen := w.pre[e.Addr]; !seen {
-			w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+			w.addPre(&trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream})
 		}
 	}
 }
@@ -214,11 +210,12 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 		for d, n := range want {
 			w := walk(d)
 			if n > 64 {
-				m := make(map[uint64]preBlock, len(w.preLive)+n)
-				for a, b := range w.preLive {
-					m[a] = b
+				m := make(map[uint64]struct{}, len(w.preLive)+n)
+				for a := range w.preLive {
+					m[a] = struct{}{}
 				}
 				w.preLive = m
+				w.lives = slices.Grow(w.lives, n)
 			}
 		}
 		for i := range t.final {
@@ -235,14 +232,12 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 					copies = append(copies, *s)
 					c := &copies[len(copies)-1]
 					c.Blocks = nil
-					w.pre[s.Address] = c
+					w.addPre(c)
 				}
 				for _, b := range s.Blocks {
 					if b.State != trace.BlockInactive && w.state.get(b.Address) == stNone {
-						if _, seen := w.preLive[b.Address]; !seen {
-							w.preLive[b.Address] = preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
-								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
-						}
+						w.addLive(preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
+							stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true})
 					}
 				}
 			}
@@ -290,17 +285,41 @@ const (
 )
 
 type devWalk struct {
-	created           map[uint64]bool
-	pre               map[uint64]*trace.Segment // segments that existed at the start
-	state             addrStates
-	reserved          int64 // segment bytes the events created less those they freed, so far
-	preLive           map[uint64]preBlock
+	created  map[uint64]bool
+	pre      map[uint64]*trace.Segment // segments that existed at the start
+	state    addrStates
+	reserved int64 // segment bytes the events created less those they freed, so far
+	// preLive holds the addresses in lives, the blocks live before the
+	// first event, in the order they were found: the final state's come
+	// in address order, so that build's sort has little to do (ordered
+	// by a map's iteration, they were sorted from scratch).
+	preLive map[uint64]struct{}
+	lives   []preBlock
+	// segs is pre's values in the order they were found, for the same
+	// reason.
+	segs              []*trace.Segment
 	skippedExpandable int
 	// expandable holds the expandable runs the trace names (mapped,
 	// unmapped, or in the final state): a block freed inside one is
 	// explained though its run cannot be restored.
 	expandable []addrRange
 	reach      []uint64
+}
+
+// addLive adds b to the blocks live before the first event, unless its
+// address is there already (the first found wins).
+func (w *devWalk) addLive(b preBlock) {
+	if _, seen := w.preLive[b.addr]; !seen {
+		w.preLive[b.addr] = struct{}{}
+		w.lives = append(w.lives, b)
+	}
+}
+
+// addPre adds s to the segments that existed at the start; the caller
+// checked its address is not there yet.
+func (w *devWalk) addPre(s *trace.Segment) {
+	w.pre[s.Address] = s
+	w.segs = append(w.segs, s)
 }
 
 type addrRange struct{ addr, size uint64 }
@@ -335,15 +354,9 @@ func bySegmentAddress(a, b *trace.Segment) int { return cmp.Compare(a.Address, b
 
 // build lays out the device's initial segments.
 func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, rec *Reconstruction) []trace.Segment {
-	segs := make([]*trace.Segment, 0, len(w.pre))
-	for _, s := range w.pre {
-		segs = append(segs, s)
-	}
+	segs := w.segs // sorted in place: build runs once
 	slices.SortFunc(segs, bySegmentAddress)
-	blocks := make([]preBlock, 0, len(w.preLive))
-	for _, b := range w.preLive {
-		blocks = append(blocks, b)
-	}
+	blocks := w.lives
 	// slices.SortFunc: sort.Slice's reflection swapper was most of the
 	// sort's time, for the same order (the same pdqsort).
 	slices.SortFunc(blocks, func(a, b preBlock) int { return cmp.Compare(a.addr, b.addr) })
