@@ -36,7 +36,8 @@ type frameInfo struct {
 	allocator bool // the allocator's own entry point
 	python    bool // a .py file: SiteFrame's first choice
 	plumbing  bool
-	text      string // FormatFrame
+	text      string // FormatFrame, once asked for (text)
+	formatted bool
 }
 
 func newSiteFrames(s *trace.Stacks) *siteFrames {
@@ -60,9 +61,19 @@ func (c *siteFrames) frame(i uint32) *frameInfo {
 			c.files[f.Filename] = l
 		}
 		*fi = frameInfo{done: true, hidden: n.hidden || l.hidden, allocator: n.allocator || l.allocator,
-			python: l.python, plumbing: n.plumbing, text: FormatFrame(f)}
+			python: l.python, plumbing: n.plumbing}
 	}
 	return fi
+}
+
+// text is FormatFrame of frame i, made when first asked for: most of a
+// C++ stack's frames are hidden, and their text is never shown.
+func (c *siteFrames) text(i uint32) string {
+	fi := &c.info[i]
+	if !fi.formatted {
+		fi.text, fi.formatted = FormatFrame(c.stacks.Frame(i)), true
+	}
+	return fi.text
 }
 
 // trimmed is TrimFrames on frame indices, in c.trim (valid until the next
@@ -99,18 +110,18 @@ func (c *siteFrames) site(id trace.StackID) (label string, frames []string) {
 	}
 	n := len(c.strs)
 	for _, i := range t {
-		c.strs = append(c.strs, c.info[i].text)
+		c.strs = append(c.strs, c.text(i))
 	}
 	frames = c.strs[n:len(c.strs):len(c.strs)]
 	for _, i := range idx {
 		if fi := c.frame(i); fi.python {
-			return fi.text, frames
+			return c.text(i), frames
 		}
 	}
 	for _, i := range t {
 		if !c.info[i].plumbing {
-			return c.info[i].text, frames
+			return c.text(i), frames
 		}
 	}
-	return c.info[t[0]].text, frames
+	return c.text(t[0]), frames
 }
