@@ -124,6 +124,18 @@ func (l *EventLog) Append(e *Event) {
 	l.n++
 }
 
+// unpackInto decodes the log's events into dst, which holds Len() events:
+// in place, without a Cursor's checks or a copy of each event.
+func (l *EventLog) unpackInto(dst []Event) {
+	var p elState
+	i := 0
+	for _, c := range l.chunks {
+		for off := 0; off < len(c); i++ {
+			off += decodeEvent(c[off:], &p, l.labels, &dst[i])
+		}
+	}
+}
+
 // Cursor reads the log from its first event; several may read at once.
 func (l *EventLog) Cursor() *EventCursor { return &EventCursor{l: l} }
 

@@ -258,13 +258,9 @@ func (s *sliceSink) flatten() {
 	if s.log == nil {
 		return
 	}
-	ev := make([]Event, len(s.t.Events), int64(len(s.t.Events))+s.log.Len())
+	ev := make([]Event, int64(len(s.t.Events))+s.log.Len())
 	copy(ev, s.t.Events)
-	cur := s.log.Cursor()
-	var e Event
-	for cur.Next(&e) == nil {
-		ev = append(ev, e)
-	}
+	s.log.unpackInto(ev[len(s.t.Events):])
 	s.t.Events, s.log = ev, nil
 }
 
