@@ -47,10 +47,29 @@ func (a *Allocator) Restore(segs []RestoreSegment) (bases []uint64, blocks [][]*
 	if a.fatal != nil {
 		return nil, nil, a.fatal
 	}
+	// Sized once: the replay restores thousands of segments, one call
+	// each, and growing these by append was most of Restore's allocations.
+	live := 0
+	for _, s := range segs {
+		for _, b := range s.Blocks {
+			if b.Allocated {
+				live++
+			}
+		}
+	}
+	bases = make([]uint64, 0, len(segs))
+	blocks = make([][]*Block, 0, len(segs))
+	all := make([]*Block, 0, live) // every segment's handles, in one array
 	for i, s := range segs {
-		base, bl, err := a.restoreSegment(s)
+		n := len(all)
+		base, grown, err := a.restoreSegment(s, all)
 		if err != nil {
 			return bases, blocks, fmt.Errorf("allocator: restoring segment %d: %w", i, err)
+		}
+		all = grown
+		var bl []*Block // nil for a segment with no allocated block, as before
+		if len(all) > n {
+			bl = all[n:len(all):len(all)]
 		}
 		bases = append(bases, base)
 		blocks = append(blocks, bl)
@@ -61,30 +80,32 @@ func (a *Allocator) Restore(segs []RestoreSegment) (bases []uint64, blocks [][]*
 	return bases, blocks, nil
 }
 
-func (a *Allocator) restoreSegment(s RestoreSegment) (uint64, []*Block, error) {
+// restoreSegment restores s and appends the handles of its allocated
+// blocks to live; on error live comes back as it was given.
+func (a *Allocator) restoreSegment(s RestoreSegment, live []*Block) (uint64, []*Block, error) {
 	if a.cfg.ExpandableSegments {
-		return 0, nil, errors.New("cannot restore segments under expandable_segments:True")
+		return 0, live, errors.New("cannot restore segments under expandable_segments:True")
 	}
 	var sum uint64
 	for _, b := range s.Blocks {
 		if b.Size == 0 {
-			return 0, nil, errors.New("block of size 0")
+			return 0, live, errors.New("block of size 0")
 		}
 		sum += b.Size
 	}
 	if len(s.Blocks) == 0 || sum != s.Size {
-		return 0, nil, fmt.Errorf("blocks add up to %d bytes, segment has %d", sum, s.Size)
+		return 0, live, fmt.Errorf("blocks add up to %d bytes, segment has %d", sum, s.Size)
 	}
 	p := &a.large
 	if s.Small {
 		p = &a.small
 	}
 	if a.setFraction && a.totalAllocated+s.Size > a.allowedMax {
-		return 0, nil, fmt.Errorf("segment of %d bytes exceeds the memory fraction", s.Size)
+		return 0, live, fmt.Errorf("segment of %d bytes exceeds the memory fraction", s.Size)
 	}
 	addr, err := a.dev.Malloc(s.Size)
 	if err != nil {
-		return 0, nil, err
+		return 0, live, err
 	}
 	a.totalAllocated += s.Size
 	seg := a.newSegment(segment{base: addr, size: s.Size, stream: s.Stream, pool: p})
@@ -97,7 +118,6 @@ func (a *Allocator) restoreSegment(s RestoreSegment) (uint64, []*Block, error) {
 		st.OversizeSegments.increase(1)
 	}
 
-	var live []*Block
 	var prev *Block
 	at := addr
 	for _, rb := range s.Blocks {

@@ -96,3 +96,24 @@ func TestFreeSummary(t *testing.T) {
 	require.EqualValues(t, 22*mib, total)
 	require.EqualValues(t, 20*mib, largest)
 }
+
+// The handles of several segments come back in arrays of their own
+// length: appending to one segment's never overwrites the next one's, and
+// a segment with no allocated block has none (nil).
+func TestRestoreHandlesPerSegment(t *testing.T) {
+	_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "", allocator.WithInvariantChecks())
+	bases, live, err := a.Restore([]allocator.RestoreSegment{
+		{Size: 4 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib, Allocated: true}, {Size: 2 * mib, Allocated: true}}},
+		{Size: 2 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib}}},
+		{Size: 2 * mib, Blocks: []allocator.RestoreBlock{{Size: 2 * mib, Allocated: true}}},
+	})
+	require.NoError(t, err)
+	require.Len(t, bases, 3)
+	require.Len(t, live[0], 2)
+	require.Nil(t, live[1])
+	require.Len(t, live[2], 1)
+	third := live[2][0]
+	require.Equal(t, bases[2], third.Addr())
+	_ = append(live[0], nil)
+	require.Same(t, third, live[2][0], "appending to segment 0's handles left segment 2's alone")
+}

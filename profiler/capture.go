@@ -1,6 +1,7 @@
 package profiler
 
 import (
+	"cmp"
 	"math/bits"
 	"slices"
 	"sort"
@@ -45,6 +46,10 @@ type span struct {
 	addr, size, stream uint64
 	expandable         bool
 }
+
+// bySpanAddress orders spans for slices.SortFunc (sort.Slice's reflection
+// swapper cost more than the comparisons; the order is the same pdqsort's).
+func bySpanAddress(a, b span) int { return cmp.Compare(a.addr, b.addr) }
 
 func (s span) end() uint64 { return s.addr + s.size }
 
@@ -109,9 +114,15 @@ func (p *Profiler) reconstruct(devs []*devState, marks []int, event int64, live,
 // reconstruct adds one device's state at log position mark to c.
 func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteBytes) {
 	snap := d.a.Snapshot()
-	segs := map[uint64]span{} // plain segments by address
-	var runs []span           // expandable mapped runs, sorted by address
-	active := map[uint64]activeBlock{}
+	// The maps are sized for the state now: grown from nothing, they were
+	// rehashed a dozen times on a snapshot of thousands of blocks.
+	nb := 0
+	for i := range snap.Segments {
+		nb += len(snap.Segments[i].Blocks)
+	}
+	segs := make(map[uint64]span, len(snap.Segments)) // plain segments by address
+	var runs []span                                   // expandable mapped runs, sorted by address
+	active := make(map[uint64]activeBlock, nb)
 	for i := range snap.Segments {
 		si := &snap.Segments[i]
 		sp := span{addr: si.Address, size: si.TotalSize, stream: uint64(si.Stream), expandable: si.IsExpandable}
@@ -154,7 +165,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 	for _, sp := range segs {
 		all = append(all, sp)
 	}
-	sort.Slice(all, func(i, j int) bool { return all[i].addr < all[j].addr })
+	slices.SortFunc(all, bySpanAddress)
 	addrs := make([]uint64, 0, len(active))
 	for a := range active {
 		addrs = append(addrs, a)
@@ -168,6 +179,11 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		size uint64
 	}
 	var blocks []held
+	// The layouts' blocks are carved from one array (each active block
+	// lies in one span at most), and the layouts are appended to a slice
+	// grown once: a capture of thousands of segments grew one slice each.
+	layBlocks := make([]BlockLayout, 0, len(addrs))
+	c.Layout = slices.Grow(c.Layout, len(all))
 	for _, sp := range all {
 		for k < len(addrs) && addrs[k] < sp.addr {
 			k++ // outside every span: cannot happen in a consistent state
@@ -176,12 +192,13 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 		var allocated uint64
 		blocks = blocks[:0]
 		lay := SegmentLayout{Device: d.index, Stream: sp.stream, Address: sp.addr, Size: sp.size,
-			Expandable: sp.expandable, Blocks: []BlockLayout{}}
+			Expandable: sp.expandable}
+		first := len(layBlocks)
 		pos := sp.addr
 		for ; k < len(addrs) && addrs[k] < sp.end(); k++ {
 			a := addrs[k]
 			b := active[a]
-			lay.Blocks = append(lay.Blocks, BlockLayout{Offset: a - sp.addr, Size: b.size, Allocated: b.allocated, Stack: b.stack})
+			layBlocks = append(layBlocks, BlockLayout{Offset: a - sp.addr, Size: b.size, Allocated: b.allocated, Stack: b.stack})
 			if a > pos {
 				gap := a - pos
 				c.FreeBytes += gap
@@ -198,6 +215,7 @@ func (d *devState) reconstruct(mark int, c *Capture, get func(siteKey) *SiteByte
 			c.FreeBytes += gap
 			c.LargestFreeBlockBytes = max(c.LargestFreeBlockBytes, gap)
 		}
+		lay.Blocks = layBlocks[first:len(layBlocks):len(layBlocks)] // never nil: JSON [] for no blocks
 		c.Layout = append(c.Layout, lay)
 		if allocated == 0 {
 			continue
@@ -260,6 +278,6 @@ func mapRange(runs []span, s span) []span {
 		s.stream = r.stream
 	}
 	out = append(out, span{addr: lo, size: hi - lo, stream: s.stream, expandable: true})
-	sort.Slice(out, func(i, j int) bool { return out[i].addr < out[j].addr })
+	slices.SortFunc(out, bySpanAddress)
 	return out
 }

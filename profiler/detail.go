@@ -17,7 +17,10 @@ package profiler
 // is copied out, so the copy happens once per peak that stays the highest
 // for half a window: on a training trace, once per step that climbs above
 // every earlier one. The cost per event is one point written into the
-// ring; the memory is two rings, whatever the trace's length.
+// ring; the memory is two rings, whatever the trace's length. The ring
+// is allocated as it fills (append doubles it up to its length): most
+// real snapshots have fewer events than the window, and a report opened
+// a 640 KiB ring for each of them.
 
 // DetailPoint is the state after one event (the total over the devices).
 type DetailPoint struct {
@@ -29,7 +32,8 @@ type DetailPoint struct {
 }
 
 type detail struct {
-	ring  []DetailPoint // circular, len == Options.DetailEvents
+	ring  []DetailPoint // circular; len grows to n, then stays
+	n     int           // the ring's length: Options.DetailEvents
 	next  int           // where the next point goes
 	full  bool          // the ring has wrapped
 	last  int64         // the last event recorded
@@ -40,7 +44,7 @@ type detail struct {
 }
 
 func newDetail(n int) *detail {
-	return &detail{ring: make([]DetailPoint, n), last: -1, due: -1}
+	return &detail{n: n, last: -1, due: -1}
 }
 
 // step records the state after the event at index; c is the total.
@@ -49,14 +53,19 @@ func (d *detail) step(index, timeUS int64, c *counters) {
 		return
 	}
 	d.last = index
-	d.ring[d.next] = DetailPoint{Event: index, TimeUS: timeUS, LiveBytes: c.live, ReservedBytes: c.reserved, RequestedBytes: c.requested}
+	pt := DetailPoint{Event: index, TimeUS: timeUS, LiveBytes: c.live, ReservedBytes: c.reserved, RequestedBytes: c.requested}
+	if d.full {
+		d.ring[d.next] = pt
+	} else {
+		d.ring = append(d.ring, pt) // before the first wrap, next == len(ring)
+	}
 	d.next++
-	if d.next == len(d.ring) {
+	if d.next == d.n {
 		d.next, d.full = 0, true
 	}
 	if c.peakLive > d.peak && c.peakLiveEvent >= 0 {
 		d.peak, d.ready = c.peakLive, false
-		d.due = c.peakLiveEvent + int64(len(d.ring)/2)
+		d.due = c.peakLiveEvent + int64(d.n/2)
 	}
 	// A peak less than half a window from the start gets the rest of its
 	// window after it: the window is complete once the ring is full.

@@ -20,14 +20,29 @@ var (
 )
 
 // hidden reports whether memory_viz would hide the frame.
-func hidden(f trace.Frame) bool {
-	for _, s := range omitFunctions {
-		if strings.Contains(f.Name, s) {
-			return true
-		}
+func hidden(f trace.Frame) bool { return hiddenName(f.Name) || hiddenFile(f.Filename) }
+
+// hiddenName is whether name contains one of omitFunctions, in fewer
+// passes over it than one per pattern (a report tests every distinct
+// function name of its sites' stacks): "__libc_start_main" contains
+// "_start", and the other patterns share "Py" or "gather", so only a name
+// with one of those is tested further. TestHiddenNameAsPatterns checks it
+// against the list.
+func hiddenName(name string) bool {
+	if strings.Contains(name, "_start") || strings.Contains(name, "unwind::unwind") {
+		return true
 	}
+	if strings.Contains(name, "Py") &&
+		(strings.Contains(name, "PyEval_") || strings.Contains(name, "PyObject_") || strings.Contains(name, "PyFunction_")) {
+		return true
+	}
+	return strings.Contains(name, "gather") &&
+		(strings.Contains(name, "CapturedTraceback::gather") || strings.Contains(name, "gather_with_cpp"))
+}
+
+func hiddenFile(filename string) bool {
 	for _, s := range omitFilenames {
-		if strings.Contains(f.Filename, s) {
+		if strings.Contains(filename, s) {
 			return true
 		}
 	}
@@ -37,9 +52,11 @@ func hidden(f trace.Frame) bool {
 // allocatorFrame reports whether the frame is the caching allocator's own
 // (its malloc entry points): the innermost frames of every C++ stack, which
 // say nothing about who asked.
-func allocatorFrame(f trace.Frame) bool {
-	return strings.Contains(f.Name, "CachingAllocator") || strings.Contains(f.Filename, "CUDACachingAllocator")
-}
+func allocatorFrame(f trace.Frame) bool { return allocatorName(f.Name) || allocatorFile(f.Filename) }
+
+func allocatorName(name string) bool { return strings.Contains(name, "CachingAllocator") }
+
+func allocatorFile(filename string) bool { return strings.Contains(filename, "CUDACachingAllocator") }
 
 // TrimFrames returns frames (innermost first) without the frames PyTorch's
 // memory_viz hides and without the allocator's own frames at the innermost

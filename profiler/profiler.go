@@ -56,7 +56,9 @@ type Profiler struct {
 	every      int64 // timeline interval
 	nextSample int64
 	timeline   []Sample
-	detail     *detail // nil unless Options.DetailEvents
+	// timelineCap is the timeline's expected length, from ExpectedEvents.
+	timelineCap int
+	detail      *detail // nil unless Options.DetailEvents
 
 	ooms        []OOMSnapshot
 	oomsDropped int64
@@ -246,6 +248,10 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 		m := int64(opts.MaxSamples - 2)
 		p.every = max(1, (n+m-1)/m)
 		p.nextSample = p.every - 1
+		// One sample an interval and the last event's: sized once (at the
+		// first sample, so that a profile without samples still has a nil
+		// timeline), the timeline is not copied as it grows.
+		p.timelineCap = int(min(int64(opts.MaxSamples), n/p.every+2))
 	}
 	return p
 }

@@ -25,6 +25,9 @@ func (p *Profiler) sample(index int64) {
 	s.ExternalFragmentation = fragmentation(s.FreeBytes, s.LargestFreeBlock)
 	p.total.noteFrag(s.ExternalFragmentation)
 	p.total.winLive, p.total.winReserved = p.total.live, p.total.reserved
+	if p.timeline == nil && p.timelineCap > 0 {
+		p.timeline = make([]Sample, 0, p.timelineCap)
+	}
 	p.timeline = append(p.timeline, s)
 	if len(p.timeline) >= p.opts.MaxSamples {
 		p.thin()

@@ -67,6 +67,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"strconv"
 )
 
@@ -359,11 +360,52 @@ type unpickler struct {
 	// st streams a snapshot's trace entries (stream.go); nil decodes the
 	// whole object graph.
 	st *streamState
+	// shortStrs caches the strs index+1 of short strings by a hash of
+	// their bytes (see str).
+	shortStrs [256]uint32
 }
 
+// str returns the strs index of a decoded string. A short string decoded
+// again gets the index of the same string decoded earlier, when the cache
+// still holds it: a str's identity means nothing in Python (only its
+// value), and PyTorch's C++ pickler writes a string such as an entry's
+// "N/A" compile context anew in every entry instead of through the memo,
+// which made a Go string and a strs slot for each of them.
+func (u *unpickler) str(b []byte) uint64 {
+	if len(b) > maxCachedStr {
+		u.strs = append(u.strs, string(b))
+		return uint64(len(u.strs) - 1)
+	}
+	// The hash: the first and last 8 bytes (overlapping, or the bytes
+	// themselves when fewer) and the length, multiplied to mix them into
+	// the top byte.
+	var x uint64
+	if len(b) >= 8 {
+		x = binary.LittleEndian.Uint64(b) ^ bits.RotateLeft64(binary.LittleEndian.Uint64(b[len(b)-8:]), 29)
+	} else {
+		for _, c := range b {
+			x = x<<8 | uint64(c)
+		}
+	}
+	slot := &u.shortStrs[((x^uint64(len(b)))*0x9E3779B97F4A7C15)>>56]
+	if i := *slot; i != 0 && u.strs[i-1] == string(b) {
+		return uint64(i - 1)
+	}
+	u.strs = append(u.strs, string(b))
+	*slot = uint32(len(u.strs))
+	return uint64(len(u.strs) - 1)
+}
+
+// maxCachedStr is the longest string str looks up: hashing a long string
+// costs more than copying it.
+const maxCachedStr = 16
+
 // pickleWindow is the read size of a streamed input (a variable for the
-// tests, which shrink it to refill at every opcode).
-var pickleWindow = 1 << 20
+// tests, which shrink it to refill at every opcode). 64 KiB: a refill
+// costs a read and a copy of the lookahead, while the window is allocated
+// and cleared for every file; at 1 MiB that was an eighth of the bytes
+// the real-snapshot corpus allocated, for no faster a decode.
+var pickleWindow = 64 << 10
 
 // pickleLookahead is what the opcode loop keeps in the window before an
 // opcode: every fixed-size opcode fits.
@@ -382,7 +424,19 @@ func unpickle(data []byte, file string) (*pickled, error) {
 }
 
 func newMemUnpickler(data []byte, file string) *unpickler {
-	return &unpickler{file: file, data: data, buf: data, size: int64(len(data)), eof: true}
+	return &unpickler{file: file, data: data, buf: data, size: int64(len(data)), eof: true, memo: memoFor(int64(len(data)))}
+}
+
+// memoFor sizes the memo for an input of size bytes: about one memo
+// entry in 32 bytes (PyTorch's snapshots have one in 17 to 60), at most a
+// million (8 MB) ahead of need. Grown by append from nothing, the memo
+// was copied about twice over: a tenth of the bytes the real-snapshot
+// corpus allocated.
+func memoFor(size int64) []pv {
+	if size < 64 {
+		return nil
+	}
+	return make([]pv, 0, min(size/32, 1<<20))
 }
 
 // newFileUnpickler reads size bytes (the file's size when opened) from
@@ -390,10 +444,10 @@ func newMemUnpickler(data []byte, file string) *unpickler {
 func newFileUnpickler(src io.Reader, size int64, file string) *unpickler {
 	w := pickleWindow
 	if size >= 0 && size < int64(w) {
-		w = int(size) + 1 // a small file in one read, without a 1 MiB buffer to clear
+		w = int(size) + 1 // a small file in one read, without a whole window to clear
 	}
 	buf := make([]byte, 0, w)
-	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src}
+	return &unpickler{file: file, data: buf, buf: buf, size: size, src: src, memo: memoFor(size)}
 }
 
 // more keeps the window's bytes from from on, moves them to its start,
@@ -582,28 +636,56 @@ func (u *unpickler) run() (pv, error) {
 		pos++
 		switch op {
 		case opBINGET, opLONG_BINGET:
-			var idx uint64
-			if op == opBINGET {
-				if pos >= len(data) {
-					return 0, u.truncated(start, op, 1, 0)
+			// Gets come in runs (a frame list is a get for each of its
+			// frames, two thirds of a snapshot's opcodes): the run is
+			// taken here, each get after the first without the loop's
+			// refill check and dispatch, while the window holds the
+			// lookahead the loop would have asked for.
+			stack := u.stack
+			for {
+				var idx uint64
+				if op == opBINGET {
+					if pos >= len(data) {
+						u.stack = stack
+						return 0, u.truncated(start, op, 1, 0)
+					}
+					idx = uint64(data[pos])
+					pos++
+				} else {
+					if len(data)-pos < 4 {
+						u.stack = stack
+						return 0, u.truncated(start, op, 4, len(data)-pos)
+					}
+					idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
+					pos += 4
 				}
-				idx = uint64(data[pos])
+				v, ok := u.memoGet(idx)
+				if !ok {
+					u.stack = stack
+					return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
+				}
+				if v.kind() == pkDead {
+					u.stack = stack
+					return 0, u.shapef(start, "%s %d refers to an object inside a trace entry already converted", pickleOpName(op), idx)
+				}
+				stack = append(stack, v)
+				if len(data)-pos < pickleLookahead || len(stack) > maxPickleStack {
+					break
+				}
+				if next := data[pos]; next != opBINGET && next != opLONG_BINGET {
+					break
+				}
+				start, op = pos, data[pos]
 				pos++
+			}
+			if cap(stack) == cap(u.stack) {
+				// Not grown: only the length changed. Storing the
+				// slice whole would store its pointer too, through the
+				// collector's write barrier while it marks.
+				u.stack = u.stack[:len(stack)]
 			} else {
-				if len(data)-pos < 4 {
-					return 0, u.truncated(start, op, 4, len(data)-pos)
-				}
-				idx = uint64(binary.LittleEndian.Uint32(data[pos:]))
-				pos += 4
+				u.stack = stack
 			}
-			v, ok := u.memoGet(idx)
-			if !ok {
-				return 0, u.errf(start, "%s %d: memo index not stored", pickleOpName(op), idx)
-			}
-			if v.kind() == pkDead {
-				return 0, u.shapef(start, "%s %d refers to an object inside a trace entry already converted", pickleOpName(op), idx)
-			}
-			u.stack = append(u.stack, v)
 
 		case opSHORT_BINUNICODE, opBINUNICODE, opBINUNICODE8, opSHORT_BINBYTES, opBINBYTES:
 			var n uint64
@@ -643,8 +725,7 @@ func (u *unpickler) run() (pv, error) {
 				u.bytes = append(u.bytes, append([]byte{}, b...))
 				u.stack = append(u.stack, mkpv(pkBytes, uint64(len(u.bytes)-1)))
 			} else {
-				u.strs = append(u.strs, string(b))
-				u.stack = append(u.stack, mkpv(pkStr, uint64(len(u.strs)-1)))
+				u.stack = append(u.stack, mkpv(pkStr, u.str(b)))
 			}
 
 		case opMEMOIZE:

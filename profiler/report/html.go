@@ -145,15 +145,42 @@ func WriteHTML(w io.Writer, r *HTMLReport) error {
 		return err
 	}
 	titleText, subtitle := htmlTitles(r)
-	page := strings.NewReplacer(
-		"{{TITLE}}", html.EscapeString(titleText),
-		"{{SUBTITLE}}", html.EscapeString(subtitle),
-		"{{CSS}}", htmlCSS,
-		"{{JS}}", htmlJS,
-		"{{DATA}}", string(js),
-	).Replace(htmlPage)
-	_, err = io.WriteString(w, page)
-	return err
+	return writeFilled(w, htmlPage, map[string][]byte{
+		"{{TITLE}}":    []byte(html.EscapeString(titleText)),
+		"{{SUBTITLE}}": []byte(html.EscapeString(subtitle)),
+		"{{CSS}}":      []byte(htmlCSS),
+		"{{JS}}":       []byte(htmlJS),
+		"{{DATA}}":     js,
+	})
+}
+
+// writeFilled writes page with each {{NAME}} in it replaced by fill's
+// value, as strings.Replacer would, but piece by piece into w: the page
+// and its data (megabytes for a long trace) are not copied into one
+// string first. A {{ that starts no key in fill is written as it is.
+func writeFilled(w io.Writer, page string, fill map[string][]byte) error {
+	for page != "" {
+		i := strings.Index(page, "{{")
+		j := strings.Index(page[max(i, 0):], "}}")
+		if i < 0 || j < 0 {
+			_, err := io.WriteString(w, page)
+			return err
+		}
+		end := i + j + 2
+		v, ok := fill[page[i:end]]
+		if !ok {
+			end = i + 2
+			v = []byte(page[i:end])
+		}
+		if _, err := io.WriteString(w, page[:i]); err != nil {
+			return err
+		}
+		if _, err := w.Write(v); err != nil {
+			return err
+		}
+		page = page[end:]
+	}
+	return nil
 }
 
 func htmlTitles(r *HTMLReport) (string, string) {

@@ -1,8 +1,10 @@
 package replay
 
 import (
+	"cmp"
 	"fmt"
 	"math/bits"
+	"slices"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -131,7 +133,7 @@ func (r *reconWalk) walk(d int32) *devWalk {
 	w := r.devs[d]
 	if w == nil {
 		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
-			preLive: map[uint64]*preBlock{}}
+			preLive: map[uint64]struct{}{}}
 		r.devs[d] = w
 	}
 	return w
@@ -152,9 +154,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 			*st = stPending
 		case stNone:
 			*st = stPending
-			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream}
-			}
+			w.addLive(preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream})
 		}
 	case trace.ActionFreeCompleted:
 		switch st := w.state.at(e.Addr); *st {
@@ -163,9 +163,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 			// free, not a block from before the trace.
 			*st = stFreed
 		case stNone:
-			if _, seen := w.preLive[e.Addr]; !seen {
-				w.preLive[e.Addr] = &preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true}
-			}
+			w.addLive(preBlock{addr: e.Addr, requested: e.Size, stream: e.Stream, pending: true})
 		}
 	case trace.ActionSegmentMap, trace.ActionSegmentUnmap:
 		w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
@@ -184,7 +182,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 		if w.created[e.Addr] {
 			delete(w.created, e.Addr)
 		} else if _, seen := w.pre[e.Addr]; !seen {
-			w.pre[e.Addr] = &trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream}
+			w.addPre(&trace.Segment{Device: e.Device, Address: e.Addr, TotalSize: e.Size, Stream: e.Stream})
 		}
 	}
 }
@@ -197,6 +195,29 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 	}
 	devs, walk := r.devs, r.walk
 	if t.hasFinal {
+		// The final segments' copies come from one array, sized once, not
+		// one allocation each (real snapshots end with thousands).
+		copies := make([]trace.Segment, 0, len(t.final))
+		// preLive is about to take the final state's live blocks: sized
+		// for them once rather than rehashed as it grows (the events
+		// leave it empty or nearly so).
+		want := map[int32]int{}
+		for i := range t.final {
+			if s := &t.final[i]; !s.Expandable {
+				want[s.Device] += len(s.Blocks)
+			}
+		}
+		for d, n := range want {
+			w := walk(d)
+			if n > 64 {
+				m := make(map[uint64]struct{}, len(w.preLive)+n)
+				for a := range w.preLive {
+					m[a] = struct{}{}
+				}
+				w.preLive = m
+				w.lives = slices.Grow(w.lives, n)
+			}
+		}
 		for i := range t.final {
 			s := &t.final[i]
 			w := walk(s.Device)
@@ -208,16 +229,15 @@ func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy)
 			}
 			if !w.created[s.Address] {
 				if _, seen := w.pre[s.Address]; !seen {
-					c := *s
+					copies = append(copies, *s)
+					c := &copies[len(copies)-1]
 					c.Blocks = nil
-					w.pre[s.Address] = &c
+					w.addPre(c)
 				}
 				for _, b := range s.Blocks {
 					if b.State != trace.BlockInactive && w.state.get(b.Address) == stNone {
-						if _, seen := w.preLive[b.Address]; !seen {
-							w.preLive[b.Address] = &preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
-								stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true}
-						}
+						w.addLive(preBlock{addr: b.Address, size: b.Size, requested: b.RequestedSize,
+							stream: s.Stream, stack: b.Stack, pending: b.State == trace.BlockPendingFree, known: true})
 					}
 				}
 			}
@@ -265,17 +285,41 @@ const (
 )
 
 type devWalk struct {
-	created           map[uint64]bool
-	pre               map[uint64]*trace.Segment // segments that existed at the start
-	state             addrStates
-	reserved          int64 // segment bytes the events created less those they freed, so far
-	preLive           map[uint64]*preBlock
+	created  map[uint64]bool
+	pre      map[uint64]*trace.Segment // segments that existed at the start
+	state    addrStates
+	reserved int64 // segment bytes the events created less those they freed, so far
+	// preLive holds the addresses in lives, the blocks live before the
+	// first event, in the order they were found: the final state's come
+	// in address order, so that build's sort has little to do (ordered
+	// by a map's iteration, they were sorted from scratch).
+	preLive map[uint64]struct{}
+	lives   []preBlock
+	// segs is pre's values in the order they were found, for the same
+	// reason.
+	segs              []*trace.Segment
 	skippedExpandable int
 	// expandable holds the expandable runs the trace names (mapped,
 	// unmapped, or in the final state): a block freed inside one is
 	// explained though its run cannot be restored.
 	expandable []addrRange
 	reach      []uint64
+}
+
+// addLive adds b to the blocks live before the first event, unless its
+// address is there already (the first found wins).
+func (w *devWalk) addLive(b preBlock) {
+	if _, seen := w.preLive[b.addr]; !seen {
+		w.preLive[b.addr] = struct{}{}
+		w.lives = append(w.lives, b)
+	}
+}
+
+// addPre adds s to the segments that existed at the start; the caller
+// checked its address is not there yet.
+func (w *devWalk) addPre(s *trace.Segment) {
+	w.pre[s.Address] = s
+	w.segs = append(w.segs, s)
 }
 
 type addrRange struct{ addr, size uint64 }
@@ -306,23 +350,21 @@ type preBlock struct {
 	known                         bool // size known (from the final segments)
 }
 
+func bySegmentAddress(a, b *trace.Segment) int { return cmp.Compare(a.Address, b.Address) }
+
 // build lays out the device's initial segments.
 func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, rec *Reconstruction) []trace.Segment {
-	segs := make([]*trace.Segment, 0, len(w.pre))
-	for _, s := range w.pre {
-		segs = append(segs, s)
-	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
-	blocks := make([]*preBlock, 0, len(w.preLive))
-	for _, b := range w.preLive {
-		blocks = append(blocks, b)
-	}
-	sort.Slice(blocks, func(i, j int) bool { return blocks[i].addr < blocks[j].addr })
+	segs := w.segs // sorted in place: build runs once
+	slices.SortFunc(segs, bySegmentAddress)
+	blocks := w.lives
+	// slices.SortFunc: sort.Slice's reflection swapper was most of the
+	// sort's time, for the same order (the same pdqsort).
+	slices.SortFunc(blocks, func(a, b preBlock) int { return cmp.Compare(a.addr, b.addr) })
 
 	// Blocks outside every known segment but inside an expandable run get
 	// a segment of their own.
 	w.sortExpandable()
-	var orphans []*preBlock
+	var orphans []*preBlock // in blocks
 	inSeg := func(addr uint64) *trace.Segment {
 		i := sort.Search(len(segs), func(i int) bool { return segs[i].Address+segs[i].TotalSize > addr })
 		if i < len(segs) && segs[i].Address <= addr {
@@ -330,9 +372,9 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		}
 		return nil
 	}
-	for _, b := range blocks {
-		if inSeg(b.addr) == nil {
-			orphans = append(orphans, b)
+	for i := range blocks {
+		if inSeg(blocks[i].addr) == nil {
+			orphans = append(orphans, &blocks[i])
 		}
 	}
 	for _, b := range orphans {
@@ -351,11 +393,14 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		}
 		s := &trace.Segment{Device: dev, Address: b.addr, TotalSize: size, Stream: b.stream}
 		segs = append(segs, s)
-		sort.Slice(segs, func(i, j int) bool { return segs[i].Address < segs[j].Address })
+		slices.SortFunc(segs, bySegmentAddress)
 		rec.Unresolved++
 	}
 
 	out := make([]trace.Segment, 0, len(segs))
+	// Every segment's blocks are carved from one array: a live block and
+	// the free gap before it, and a free tail, at most.
+	all := make([]trace.Block, 0, 2*len(blocks)+len(segs))
 	bi := 0
 	for _, s := range segs {
 		seg := *s
@@ -371,16 +416,18 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 		for bi < len(blocks) && blocks[bi].addr < s.Address {
 			bi++
 		}
-		var mine []*preBlock
+		first := bi
 		for bi < len(blocks) && blocks[bi].addr < end {
-			mine = append(mine, blocks[bi])
 			bi++
 		}
+		mine := blocks[first:bi]
 		at := s.Address
 		seg.Blocks = nil
-		for k, b := range mine {
+		n := len(all)
+		for k := range mine {
+			b := &mine[k]
 			if b.addr > at {
-				seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: b.addr - at})
+				all = append(all, trace.Block{Address: at, Size: b.addr - at})
 			}
 			limit := end
 			if k+1 < len(mine) {
@@ -400,13 +447,16 @@ func (w *devWalk) build(dev int32, cfg *config.Config, policy allocator.Policy, 
 			if b.pending {
 				st = trace.BlockPendingFree
 			}
-			seg.Blocks = append(seg.Blocks, trace.Block{Address: b.addr, Size: size, RequestedSize: b.requested, State: st, Stack: b.stack})
+			all = append(all, trace.Block{Address: b.addr, Size: size, RequestedSize: b.requested, State: st, Stack: b.stack})
 			rec.LiveBlocks++
 			rec.LiveBytes += size
 			at = b.addr + size
 		}
 		if at < end {
-			seg.Blocks = append(seg.Blocks, trace.Block{Address: at, Size: end - at})
+			all = append(all, trace.Block{Address: at, Size: end - at})
+		}
+		if len(all) > n {
+			seg.Blocks = all[n:len(all):len(all)]
 		}
 		out = append(out, seg)
 	}
