@@ -1,0 +1,90 @@
+/*
+ * freequeue.h: the queue of deferred frees, in C memory, shared by the C
+ * side (shim.c pushes from memreplay_free, without entering Go) and the Go
+ * side (freequeue.go applies the entries, in order, at the start of the
+ * next call that enters Go). freequeue.go explains the protocol.
+ *
+ * The ring is Dmitry Vyukov's bounded queue: slot i of lap k carries the
+ * sequence number i + k*MR_FQ_LEN while it is free for a push, and
+ * i + k*MR_FQ_LEN + 1 once the push has written the pointer. Pushers claim
+ * a ticket (tail) with a compare-and-swap, write the pointer, then publish
+ * the slot with a release store of its sequence number; the one consumer
+ * at a time (Go, under the library's queue lock) reads the slot, hands it
+ * to the next lap, applies the free and only then counts it in done.
+ */
+#ifndef MEMREPLAY_FREEQUEUE_H
+#define MEMREPLAY_FREEQUEUE_H
+
+#include <stdint.h>
+#include <stdlib.h>
+
+/* MR_FQ_LEN is the ring's size in entries (a power of two): the most frees
+ * that wait for the next call. A push into a full ring fails, and
+ * memreplay_free then enters Go and applies the queue itself. */
+#define MR_FQ_LEN 1024
+
+struct mr_fq_slot {
+	uint64_t seq; /* see above */
+	uint64_t ptr; /* the pointer memreplay_free was given */
+};
+
+struct mr_fq {
+	uint64_t tail; /* tickets handed out to pushers */
+	char pad0[56];
+	uint64_t done; /* entries applied; written by the consumer only */
+	char pad1[56];
+	struct mr_fq_slot slot[MR_FQ_LEN];
+};
+
+/* mr_fq_live is the queue memreplay_free pushes into: the global library's,
+ * or NULL while there is none (before the first call, or when recording,
+ * which applies every free at its call). Set once, by Go. */
+extern __attribute__((visibility("hidden"))) struct mr_fq *mr_fq_live;
+
+static inline struct mr_fq *mr_fq_new(void) {
+	struct mr_fq *q = calloc(1, sizeof *q);
+	if (q != NULL)
+		for (uint64_t i = 0; i < MR_FQ_LEN; i++)
+			q->slot[i].seq = i;
+	return q;
+}
+
+static inline void mr_fq_publish(struct mr_fq *q) { __atomic_store_n(&mr_fq_live, q, __ATOMIC_RELEASE); }
+
+/* mr_fq_claim takes the next ticket, or returns -1 if the ring is full.
+ * Its slot must then be filled (mr_fq_fill): the consumer waits for it. */
+static inline int64_t mr_fq_claim(struct mr_fq *q) {
+	uint64_t pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+	for (;;) {
+		struct mr_fq_slot *s = &q->slot[pos & (MR_FQ_LEN - 1)];
+		uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
+		int64_t dif = (int64_t)(seq - pos);
+		if (dif == 0) {
+			if (__atomic_compare_exchange_n(&q->tail, &pos, pos + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+				return (int64_t)pos;
+			/* another pusher took the ticket; pos now holds the tail */
+		} else if (dif < 0) {
+			return -1; /* the slot still holds the previous lap's entry */
+		} else {
+			pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
+		}
+	}
+}
+
+/* mr_fq_fill writes p into the slot of ticket t and publishes it. */
+static inline void mr_fq_fill(struct mr_fq *q, uint64_t t, uint64_t p) {
+	struct mr_fq_slot *s = &q->slot[t & (MR_FQ_LEN - 1)];
+	__atomic_store_n(&s->ptr, p, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
+}
+
+/* mr_fq_push queues p; 0 if the ring is full. */
+static inline int mr_fq_push(struct mr_fq *q, uint64_t p) {
+	int64_t t = mr_fq_claim(q);
+	if (t < 0)
+		return 0;
+	mr_fq_fill(q, (uint64_t)t, p);
+	return 1;
+}
+
+#endif /* MEMREPLAY_FREEQUEUE_H */
