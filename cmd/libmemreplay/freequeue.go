@@ -141,11 +141,10 @@ func (l *library) drainTo(q *freeQueue, upto uint64) {
 			}
 		}
 		p := uintptr(atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.ptr))))
-		atomic.StoreUint64(seq, head+fqLen) // the slot is free for the next lap
 		if l.applyHook != nil {
 			l.applyHook(p)
 		}
 		l.release(p)
-		q.done.Store(head + 1)
+		q.done.Store(head + 1) // applied, and the slot is free for the next lap
 	}
 }

@@ -4,13 +4,16 @@
  * side (freequeue.go applies the entries, in order, at the start of the
  * next call that enters Go). freequeue.go explains the protocol.
  *
- * The ring is Dmitry Vyukov's bounded queue: slot i of lap k carries the
- * sequence number i + k*MR_FQ_LEN while it is free for a push, and
- * i + k*MR_FQ_LEN + 1 once the push has written the pointer. Pushers claim
- * a ticket (tail) with a compare-and-swap, write the pointer, then publish
- * the slot with a release store of its sequence number; the one consumer
- * at a time (Go, under the library's queue lock) reads the slot, hands it
- * to the next lap, applies the free and only then counts it in done.
+ * A ring of MR_FQ_LEN slots and two counters: tail, the tickets pushers
+ * have taken, and done, the entries the consumer has applied. A pusher
+ * takes ticket t with a compare-and-swap on tail, only while t - done <
+ * MR_FQ_LEN (the slot's previous entry, ticket t - MR_FQ_LEN, is applied),
+ * writes the pointer, and publishes the slot by storing t + 1 in its
+ * sequence number (release). The one consumer at a time (Go, under the
+ * library's queue lock) waits for that number, reads the pointer, applies
+ * the free, and only then advances done, which both counts the entry as
+ * applied and hands its slot back to the pushers: one atomic store per
+ * entry on the consumer's side.
  */
 #ifndef MEMREPLAY_FREEQUEUE_H
 #define MEMREPLAY_FREEQUEUE_H
@@ -24,7 +27,7 @@
 #define MR_FQ_LEN 1024
 
 struct mr_fq_slot {
-	uint64_t seq; /* see above */
+	uint64_t seq; /* ticket + 1 once the pointer of that ticket is written */
 	uint64_t ptr; /* the pointer memreplay_free was given */
 };
 
@@ -41,13 +44,8 @@ struct mr_fq {
  * which applies every free at its call). Set once, by Go. */
 extern __attribute__((visibility("hidden"))) struct mr_fq *mr_fq_live;
 
-static inline struct mr_fq *mr_fq_new(void) {
-	struct mr_fq *q = calloc(1, sizeof *q);
-	if (q != NULL)
-		for (uint64_t i = 0; i < MR_FQ_LEN; i++)
-			q->slot[i].seq = i;
-	return q;
-}
+/* mr_fq_new allocates an empty ring: all zero, no slot published. */
+static inline struct mr_fq *mr_fq_new(void) { return calloc(1, sizeof(struct mr_fq)); }
 
 static inline void mr_fq_publish(struct mr_fq *q) { __atomic_store_n(&mr_fq_live, q, __ATOMIC_RELEASE); }
 
@@ -56,18 +54,15 @@ static inline void mr_fq_publish(struct mr_fq *q) { __atomic_store_n(&mr_fq_live
 static inline int64_t mr_fq_claim(struct mr_fq *q) {
 	uint64_t pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
 	for (;;) {
-		struct mr_fq_slot *s = &q->slot[pos & (MR_FQ_LEN - 1)];
-		uint64_t seq = __atomic_load_n(&s->seq, __ATOMIC_ACQUIRE);
-		int64_t dif = (int64_t)(seq - pos);
-		if (dif == 0) {
-			if (__atomic_compare_exchange_n(&q->tail, &pos, pos + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-				return (int64_t)pos;
-			/* another pusher took the ticket; pos now holds the tail */
-		} else if (dif < 0) {
-			return -1; /* the slot still holds the previous lap's entry */
-		} else {
-			pos = __atomic_load_n(&q->tail, __ATOMIC_RELAXED);
-		}
+		/* done only grows, so a stale done can only make the ring look
+		 * fuller than it is; a pos older than done (signed: negative)
+		 * fails the compare-and-swap below and is reloaded. */
+		uint64_t done = __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
+		if ((int64_t)(pos - done) >= MR_FQ_LEN)
+			return -1;
+		if (__atomic_compare_exchange_n(&q->tail, &pos, pos + 1, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			return (int64_t)pos;
+		/* another pusher took the ticket; pos now holds the tail */
 	}
 }
 

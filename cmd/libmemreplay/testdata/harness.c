@@ -396,7 +396,7 @@ int main(int argc, char **argv) {
 	write_trace_fn = (write_fn_t)sym(h, "memreplay_write_trace");
 	write_snapshot_fn = (write_fn_t)sym(h, "memreplay_write_snapshot");
 	last_error_fn = (last_error_fn_t)sym(h, "memreplay_last_error");
-	pending_fn = (pending_fn_t)sym(h, "mr_pending_frees");
+	pending_fn = (pending_fn_t)dlsym(h, "mr_pending_frees"); /* optional: not in libraries before deferred frees */
 
 	char line[4096];
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -445,6 +445,8 @@ int main(int argc, char **argv) {
 			}
 			free_fn(bl->ptr, bl->size, atoi(b), bl->stream);
 			printf("freeas %s\n", a);
+		} else if (pending_fn == NULL && (strcmp(cmd, "pending") == 0 || strcmp(cmd, "churn") == 0)) {
+			printf("%s BAD the library has no mr_pending_frees\n", cmd);
 		} else if (strcmp(cmd, "pending") == 0) {
 			printf("pending %lld\n", pending_fn());
 		} else if (strcmp(cmd, "churn") == 0) {
