@@ -9,7 +9,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -158,20 +157,29 @@ func TestDeferredFreeWaitsForTheDrainer(t *testing.T) {
 	}
 	go l.statsJSON(0) // A: any call drains
 	require.Equal(t, p, <-applying, "A is applying B's free")
-	got := make(chan uintptr, 1)
-	go func() { // B
-		q, _ := l.malloc(1000, 0, 0) // 0 on an error
-		got <- q
-	}()
-	select {
-	case q := <-got:
-		t.Fatalf("B's malloc returned %#x before its own free (%#x) was applied", q, p)
-	case <-time.After(50 * time.Millisecond):
-	}
+	got := mallocWaits(t, l, 1000, "B's malloc, before its own free of %#x was applied", p)
 	release()
 	require.Equal(t, p, <-got, "B's malloc came after its free")
 	require.Zero(t, l.q.pending())
 	require.Empty(t, stderr.String())
+}
+
+// mallocWaits starts a malloc of size on device 0 and checks that it has
+// not returned 50 ms later (what says what it waits for, with p); the
+// pointer comes on the channel once it does.
+func mallocWaits(t *testing.T, l *library, size uint64, what string, p uintptr) <-chan uintptr {
+	t.Helper()
+	got := make(chan uintptr, 1)
+	go func() {
+		q, _ := l.malloc(size, 0, 0) // 0 on an error
+		got <- q
+	}()
+	select {
+	case q := <-got:
+		t.Fatalf("returned %#x: "+what, q, p)
+	case <-time.After(50 * time.Millisecond):
+	}
+	return got
 }
 
 // Without C in between (the in-process tests run under -race): threads
@@ -279,11 +287,7 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 	require.Zero(t, l.q.pending())
 	require.Zero(t, l.ptrs.len())
 	for dev := range 2 {
-		js, err := l.statsJSON(dev)
-		require.NoError(t, err)
-		var s map[string]int64
-		require.NoError(t, json.Unmarshal(js, &s))
-		require.Zero(t, s["allocation.all.current"], "device %d", dev)
+		require.Zero(t, libStats(t, l, dev)["allocation.all.current"], "device %d", dev)
 	}
 	require.Equal(t, uint64(2*iters+1), deviceStat(t, l, 1, "allocation.all.freed"))
 	require.Empty(t, stderr.String())
@@ -358,16 +362,7 @@ func TestDeferredFreeWaitsForAPush(t *testing.T) {
 	fill := func() { filled.Do(func() { l.q.fill(ticket, r) }) }
 	t.Cleanup(fill) // before l.close, which drains
 	deferFree(l, p) // this thread's free, behind it
-	got := make(chan uintptr, 1)
-	go func() {
-		q, _ := l.malloc(1000, 0, 0)
-		got <- q
-	}()
-	select {
-	case q := <-got:
-		t.Fatalf("malloc returned %#x while the free of %#x waited behind an unwritten slot", q, p)
-	case <-time.After(50 * time.Millisecond):
-	}
+	got := mallocWaits(t, l, 1000, "a malloc, while the free of %#x waited behind an unwritten slot", p)
 	fill()
 	require.Equal(t, p, <-got)
 	require.Zero(t, l.q.pending())
