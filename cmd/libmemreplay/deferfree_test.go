@@ -113,6 +113,33 @@ lasterr
 	require.Equal(t, "", r.get("lasterr"))
 }
 
+// A free of a block used on another stream records its events when it is
+// called, as PyTorch's does (not later, when more work has been queued on
+// that stream): while such a block is live, every free is applied at its
+// call; after, frees are queued again.
+func TestDeferredFreeStreamUse(t *testing.T) {
+	r := runHarness(t, harnessEnv(t, 1<<30), `
+malloc a 1048576 0 0
+record a 7
+malloc b 1000 0 0
+free b
+pending
+free a
+pending
+malloc c 1048576 0 0
+stats 0
+malloc d 1000 0 0
+record d 0
+free d
+pending
+`)
+	require.Equal(t, "0", r.nth("pending", 0), "a is live with a use on stream 7: b's free is applied at its call")
+	require.Equal(t, "0", r.nth("pending", 1), "a's own free, applied at its call")
+	require.NotEqual(t, r.ptr("a"), r.ptr("c"), "a waits for stream 7's event")
+	require.Equal(t, int64(2), r.stats(0)["active.all.current"], "c, and a pending its event")
+	require.Equal(t, "1", r.nth("pending", 2), "no block with another stream's use is live: queued again (record_stream on the block's own stream is none)")
+}
+
 // While recording, frees are applied at their call (each recorded event
 // keeps the time of its call): nothing is ever queued.
 func TestDeferredFreeOffWhileRecording(t *testing.T) {
@@ -123,9 +150,9 @@ func TestDeferredFreeOffWhileRecording(t *testing.T) {
 }
 
 // deferFree is what memreplay_free does (shim.c): queue p, or enter Go
-// when the queue is full.
+// when the queue is full or a live block has a use on another stream.
 func deferFree(l *library, p uintptr) {
-	if !l.q.push(p) {
+	if !l.q.queue(p) {
 		l.free(p)
 	}
 }
@@ -340,6 +367,24 @@ func TestDeferredFreeEveryEntryPoint(t *testing.T) {
 	deferFree(l, 0x1234)
 	require.Equal(t, "free of 0x1234: not a pointer memreplay_malloc returned, or already freed", l.lastError())
 	require.Contains(t, stderr.String(), fmt.Sprintf("memreplay: free of %#x: not a pointer", p))
+
+	// A block used on another stream: frees are applied at their call
+	// while it lives.
+	a, err := l.malloc(4096, 0, 0)
+	require.NoError(t, err)
+	require.NoError(t, l.recordStream(a, 7))
+	b, err := l.malloc(1000, 0, 0)
+	require.NoError(t, err)
+	freed := deviceStat(t, l, 0, "allocation.all.freed")
+	deferFree(l, b)
+	require.Zero(t, l.q.pending())
+	require.Equal(t, freed+1, deviceStat(t, l, 0, "allocation.all.freed"))
+	deferFree(l, a)
+	require.Equal(t, freed+2, deviceStat(t, l, 0, "allocation.all.freed"))
+	b, err = l.malloc(1000, 0, 0)
+	require.NoError(t, err)
+	deferFree(l, b)
+	require.Equal(t, uint64(1), l.q.pending(), "queued again once a is freed")
 
 	rec, _ := newTestLib(t, "", func(o *options) { o.deferFrees, o.record = true, true })
 	require.Nil(t, rec.q, "recording applies each free at its call")

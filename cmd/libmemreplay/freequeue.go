@@ -44,6 +44,14 @@ package main
 // and memreplay_free enters Go, which drains the ring and then applies its
 // own free.
 //
+// Other streams. Freeing a block used on other streams (record_stream)
+// records an event on each, which must cover the work queued up to the
+// free, as PyTorch's does, and not what was queued after (the block would
+// come back later, and the decisions differ). The library counts the live
+// blocks with such a use in C memory (streamed); while it is not zero,
+// memreplay_free enters Go and the free is applied at its call
+// (mr_fq_defer).
+//
 // Recording (MEMREPLAY_TRACE, MEMREPLAY_RECORD=1) keeps no queue: every
 // free is applied at its call, so each recorded event keeps the time of
 // its call. Without a queue (recording, or no memory for the ring) drain
@@ -86,6 +94,19 @@ func (q *freeQueue) publish() { C.mr_fq_publish(q.c) }
 // push is memreplay_free's push (the same C function), for the in-process
 // tests: false if the ring is full.
 func (q *freeQueue) push(p uintptr) bool { return C.mr_fq_push(q.c, C.uint64_t(p)) != 0 }
+
+// queue is memreplay_free's whole choice (mr_fq_defer), for the in-process
+// tests: false if p's free must be applied now.
+func (q *freeQueue) queue(p uintptr) bool { return C.mr_fq_defer(q.c, C.uint64_t(p)) != 0 }
+
+// noteStreamed counts a live block that gained a use on another stream
+// (+1), or was freed with one (-1): while any is live, memreplay_free
+// applies frees at their call (mr_fq_defer).
+func (l *library) noteStreamed(delta int64) {
+	if q := l.q; q != nil {
+		atomic.AddUint64((*uint64)(unsafe.Pointer(&q.c.streamed)), uint64(delta))
+	}
+}
 
 // claim and fill are push's two steps, for the tests to stop a push
 // between them: claim returns the ticket (-1 if the ring is full).

@@ -32,8 +32,9 @@ struct mr_fq_slot {
 };
 
 struct mr_fq {
-	uint64_t tail; /* tickets handed out to pushers */
-	char pad0[56];
+	uint64_t tail;     /* tickets handed out to pushers */
+	uint64_t streamed; /* live blocks with a use on another stream; written by Go */
+	char pad0[48];
 	uint64_t done; /* entries applied; written by the consumer only */
 	char pad1[56];
 	struct mr_fq_slot slot[MR_FQ_LEN];
@@ -80,6 +81,15 @@ static inline int mr_fq_push(struct mr_fq *q, uint64_t p) {
 		return 0;
 	mr_fq_fill(q, (uint64_t)t, p);
 	return 1;
+}
+
+/* mr_fq_defer is memreplay_free's choice: queue p (1), or not (0: the
+ * caller enters Go and applies it now). A free of a block used on other
+ * streams (record_stream) records events on them, which must cover the
+ * work queued so far and no more, as PyTorch's do: so while any such block
+ * is live, frees are applied at their call. */
+static inline int mr_fq_defer(struct mr_fq *q, uint64_t p) {
+	return __atomic_load_n(&q->streamed, __ATOMIC_ACQUIRE) == 0 && mr_fq_push(q, p);
 }
 
 #endif /* MEMREPLAY_FREEQUEUE_H */

@@ -336,6 +336,9 @@ func (l *library) release(p uintptr) error {
 	} else {
 		err = d.a.Free(e.b)
 	}
+	if e.streamed {
+		l.noteStreamed(-1)
+	}
 	if err != nil {
 		return l.fail(fmt.Errorf("free of %#x on device %d: %w", p, d.ordinal, err))
 	}
@@ -359,7 +362,7 @@ func (l *library) recordStream(p, stream uintptr) error {
 		// another order. Under the shard lock the block is still p's, so
 		// it is live and its stream fixed.
 		d.rec.op.RLock()
-		err = l.ptrs.with(p, e.b, func() error {
+		err = l.ptrs.with(p, e.b, func(*ptrEntry) error {
 			if allocator.Stream(stream) == e.b.Stream() {
 				return nil // the block's own stream: nothing to wait for
 			}
@@ -372,7 +375,16 @@ func (l *library) recordStream(p, stream uintptr) error {
 		})
 		d.rec.op.RUnlock()
 	} else {
-		err = l.ptrs.with(p, e.b, func() error { return d.a.RecordStream(e.b, allocator.Stream(stream)) })
+		err = l.ptrs.with(p, e.b, func(e *ptrEntry) error {
+			if err := d.a.RecordStream(e.b, allocator.Stream(stream)); err != nil {
+				return err
+			}
+			if allocator.Stream(stream) != e.b.Stream() && !e.streamed {
+				e.streamed = true
+				l.noteStreamed(1)
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		return l.fail(fmt.Errorf("record_stream of %#x: %w", p, err))

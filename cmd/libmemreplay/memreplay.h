@@ -22,7 +22,9 @@
  * free is never seen as pending by a later call, and an error of a free
  * (a double free, an unknown pointer) is reported by that next call:
  * memreplay_last_error applies the queue first. While recording
- * (MEMREPLAY_TRACE, MEMREPLAY_RECORD=1) each free is applied at its call.
+ * (MEMREPLAY_TRACE, MEMREPLAY_RECORD=1), and while a live block has a use
+ * on another stream (memreplay_record_stream), each free is applied at
+ * its call.
  */
 #ifndef MEMREPLAY_H
 #define MEMREPLAY_H

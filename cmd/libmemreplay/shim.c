@@ -117,8 +117,9 @@ long long mr_pending_frees(void) {
 }
 
 /* memreplay_free queues the pointer for the next call into Go, from any
- * thread, to apply before anything else; it enters Go itself only when
- * there is no queue or the queue is full. Freeing NULL does nothing. The
+ * thread, to apply before anything else; it enters Go itself when there is
+ * no queue, the queue is full, or a live block has a use on another stream
+ * (mr_fq_defer). Freeing NULL does nothing. The
  * size, device and stream are not needed: the pointer names the block. */
 void memreplay_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
@@ -127,7 +128,7 @@ void memreplay_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	if (ptr == NULL)
 		return;
 	struct mr_fq *q = __atomic_load_n(&mr_fq_live, __ATOMIC_ACQUIRE);
-	if (q != NULL && mr_fq_push(q, (uint64_t)(uintptr_t)ptr))
+	if (q != NULL && mr_fq_defer(q, (uint64_t)(uintptr_t)ptr))
 		return;
 	mrgo_free((GoUintptr)(uintptr_t)ptr);
 }
