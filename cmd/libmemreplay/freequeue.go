@@ -18,9 +18,9 @@ package main
 // calls drain first, which reads the tail (the tickets handed out so far)
 // and returns at once if done, the count of entries applied, has reached
 // it. Otherwise it takes qmu, the queue's one consumer lock, and applies
-// the entries up to that tail: for each, it reads the slot, hands the
-// slot to the ring's next lap, applies the free, and only then advances
-// done. So an entry that another thread has taken out of the ring but not
+// the entries up to that tail: for each, it reads the slot, applies the
+// free, and only then advances done (which also hands the slot back to
+// the pushers). So an entry that another thread has taken out of the ring but not
 // yet applied still counts as pending, and the caller waits on qmu until
 // it is applied: thread A cannot take thread B's free and apply it after
 // B's malloc. The malloc itself runs after qmu is released, so devices do
