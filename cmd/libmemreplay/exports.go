@@ -44,7 +44,11 @@ func lib() *library {
 		if path, ok := lookupEnv(cuda.LibraryEnv); ok && path != "" {
 			o.open = func() (*cuda.Driver, error) { return cuda.Open(cuda.WithLibrary(path)) }
 		}
-		global.Store(newLibrary(o))
+		l := newLibrary(o)
+		global.Store(l)
+		if l.q != nil {
+			l.q.publish() // memreplay_free queues from now on
+		}
 	})
 	return global.Load()
 }
@@ -86,33 +90,36 @@ func copyOut(buf *C.char, n C.size_t, s string) {
 	dst[k] = 0
 }
 
-// mrgo_malloc returns the pointer (0 for a size of 0 or a failure) and,
-// when the malloc failed and the library throws on failure
-// (MEMREPLAY_OOM, default throw), the message in malloc'd memory for the C
-// side to throw and free. A successful malloc allocates nothing.
+// mrgo_malloc stores the pointer at *ptr (0 for a size of 0 or a
+// failure). When the malloc failed and the library throws on failure
+// (MEMREPLAY_OOM, default throw), it stores the message, in malloc'd
+// memory, at *throw for the C side to throw and free. A successful malloc
+// allocates nothing. Both go through C memory rather than as results
+// because cgo checks every result of an exported function at each call
+// (about 3 ns here).
 //
 //export mrgo_malloc
-func mrgo_malloc(size uint64, device int32, stream uintptr) (ptr uintptr, throw *C.char) {
+func mrgo_malloc(size uint64, device int32, stream uintptr, ptr *uintptr, throw **C.char) {
 	defer func() {
 		if r := recover(); r != nil {
 			recovered("memreplay_malloc", r)
-			ptr, throw = 0, nil
+			*ptr = 0
 			if l := global.Load(); l != nil && l.opt.oomThrow {
-				throw = C.CString(fmt.Sprintf("memreplay: internal error in memreplay_malloc: %v", r))
+				*throw = C.CString(fmt.Sprintf("memreplay: internal error in memreplay_malloc: %v", r))
 			}
 		}
 	}()
 	l := lib()
 	p, err := l.malloc(size, int(device), stream)
-	if err == nil {
-		return p, nil
+	*ptr = p
+	if err != nil && l.opt.oomThrow {
+		*throw = C.CString(throwMessage(err))
 	}
-	if l.opt.oomThrow {
-		return 0, C.CString(throwMessage(err))
-	}
-	return 0, nil
 }
 
+// mrgo_free is memreplay_free when it enters Go: before the library
+// exists, while recording, or when the queue of deferred frees is full.
+//
 //export mrgo_free
 func mrgo_free(ptr uintptr) {
 	defer func() {

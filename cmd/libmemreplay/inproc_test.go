@@ -151,15 +151,22 @@ func testConcurrentBody(t *testing.T, l *library) int {
 	}
 	require.Zero(t, l.ptrs.len())
 	for dev := range 2 {
-		js, err := l.statsJSON(dev)
-		require.NoError(t, err)
-		var s map[string]int64
-		require.NoError(t, json.Unmarshal(js, &s))
+		s := libStats(t, l, dev)
 		require.Zero(t, s["allocated_bytes.all.current"])
 		require.Greater(t, s["allocation.all.allocated"], int64(iters))
 	}
 
 	return iters
+}
+
+// libStats is memreplay_stats_json's answer for dev, parsed.
+func libStats(t *testing.T, l *library, dev int) map[string]int64 {
+	t.Helper()
+	js, err := l.statsJSON(dev)
+	require.NoError(t, err)
+	var s map[string]int64
+	require.NoError(t, json.Unmarshal(js, &s))
+	return s
 }
 
 // The recording ring keeps the last MEMREPLAY_MAX_ENTRIES events or so; a

@@ -50,12 +50,16 @@ type options struct {
 	// open loads the driver; nil: cuda.Open() ($MEMREPLAY_LIBCUDA or
 	// libcuda.so.1).
 	open func() (*cuda.Driver, error)
+	// deferFrees queues frees in C memory for the next call into Go
+	// (freequeue.go) instead of applying each at its call; off while
+	// recording.
+	deferFrees bool
 }
 
 // optionsFromEnv reads the environment: MEMREPLAY_ALLOC_CONF, else the
 // PyTorch variables as PyTorch 2.9 reads them (config.FromEnv).
 func optionsFromEnv(lookup func(string) (string, bool)) options {
-	o := options{maxEntries: defaultMaxEntries, oomThrow: true, stderr: os.Stderr}
+	o := options{maxEntries: defaultMaxEntries, oomThrow: true, stderr: os.Stderr, deferFrees: true}
 	get := func(k string) string { v, _ := lookup(k); return v }
 	if v, ok := lookup(envAllocConf); ok {
 		c, err := config.Parse(v)
@@ -116,6 +120,12 @@ type library struct {
 	ptrs ptrTable
 	seq  atomic.Uint64 // orders recorded events across devices
 
+	q   *freeQueue // deferred frees (freequeue.go); nil: each free applied at its call
+	qmu sync.Mutex // the queue's one consumer
+	// applyHook, when set (by tests), is called with each queued free
+	// just before it is applied, under qmu.
+	applyHook func(p uintptr)
+
 	lastErr atomic.Pointer[string]
 }
 
@@ -128,6 +138,9 @@ func newLibrary(o options) *library {
 	}
 	l := &library{opt: o}
 	l.ptrs.init()
+	if o.deferFrees && !o.record {
+		l.q = newFreeQueue()
+	}
 	if o.cfgErr != nil {
 		l.fail(o.cfgErr) // once: every malloc then fails with it quietly
 	}
@@ -240,8 +253,11 @@ func (l *library) fail(err error) error {
 	return err
 }
 
-// lastError is the most recent failure's message, "" if none.
+// lastError is the most recent failure's message, "" if none, after the
+// queued frees are applied (a double free queued by memreplay_free is
+// reported by then).
 func (l *library) lastError() string {
+	l.drain()
 	if p := l.lastErr.Load(); p != nil {
 		return *p
 	}
@@ -251,6 +267,7 @@ func (l *library) lastError() string {
 // malloc serves memreplay_malloc. A size of 0 returns 0 and no error, as
 // PyTorch's own allocator returns a null pointer for it.
 func (l *library) malloc(size uint64, ordinal int, stream uintptr) (uintptr, error) {
+	l.drain()
 	if size == 0 {
 		return 0, nil
 	}
@@ -289,10 +306,17 @@ func (l *library) failDevice(err error) error {
 	return l.fail(err)
 }
 
-// free serves memreplay_free. The pointer names the block; PyTorch's size,
-// device and stream arguments are the ones it recorded at malloc and are
-// not needed.
+// free serves memreplay_free when it enters Go (a full queue, or none):
+// the queued frees first, then p's.
 func (l *library) free(p uintptr) error {
+	l.drain()
+	return l.release(p)
+}
+
+// release applies one free. The pointer names the block; PyTorch's size,
+// device and stream arguments are the ones it recorded at malloc and are
+// not needed (nor trusted: the device is the one the table gives).
+func (l *library) release(p uintptr) error {
 	if p == 0 {
 		return nil
 	}
@@ -312,6 +336,9 @@ func (l *library) free(p uintptr) error {
 	} else {
 		err = d.a.Free(e.b)
 	}
+	if e.streamed {
+		l.noteStreamed(-1)
+	}
 	if err != nil {
 		return l.fail(fmt.Errorf("free of %#x on device %d: %w", p, d.ordinal, err))
 	}
@@ -321,6 +348,7 @@ func (l *library) free(p uintptr) error {
 // recordStream serves memreplay_record_stream (Tensor.record_stream): the
 // block's free will wait for the work queued on stream so far.
 func (l *library) recordStream(p, stream uintptr) error {
+	l.drain()
 	e, ok := l.ptrs.get(p)
 	if !ok {
 		return l.fail(fmt.Errorf("record_stream of %#x: not a live pointer of memreplay_malloc", p))
@@ -334,7 +362,7 @@ func (l *library) recordStream(p, stream uintptr) error {
 		// another order. Under the shard lock the block is still p's, so
 		// it is live and its stream fixed.
 		d.rec.op.RLock()
-		err = l.ptrs.with(p, e.b, func() error {
+		err = l.ptrs.with(p, e.b, func(*ptrEntry) error {
 			if allocator.Stream(stream) == e.b.Stream() {
 				return nil // the block's own stream: nothing to wait for
 			}
@@ -347,7 +375,16 @@ func (l *library) recordStream(p, stream uintptr) error {
 		})
 		d.rec.op.RUnlock()
 	} else {
-		err = l.ptrs.with(p, e.b, func() error { return d.a.RecordStream(e.b, allocator.Stream(stream)) })
+		err = l.ptrs.with(p, e.b, func(e *ptrEntry) error {
+			if err := d.a.RecordStream(e.b, allocator.Stream(stream)); err != nil {
+				return err
+			}
+			if allocator.Stream(stream) != e.b.Stream() && !e.streamed {
+				e.streamed = true
+				l.noteStreamed(1)
+			}
+			return nil
+		})
 	}
 	if err != nil {
 		return l.fail(fmt.Errorf("record_stream of %#x: %w", p, err))
@@ -358,6 +395,7 @@ func (l *library) recordStream(p, stream uintptr) error {
 // emptyCache serves memreplay_empty_cache (torch.cuda.empty_cache): every
 // opened device returns its fully free segments to the driver.
 func (l *library) emptyCache() error {
+	l.drain()
 	var errs []error
 	for _, d := range l.opened() {
 		var err error
@@ -381,6 +419,7 @@ func (l *library) emptyCache() error {
 // setMemoryFraction serves memreplay_set_memory_fraction
 // (torch.cuda.set_per_process_memory_fraction).
 func (l *library) setMemoryFraction(fraction float64, ordinal int) error {
+	l.drain()
 	d, err := l.device(ordinal)
 	if err != nil {
 		return l.failDevice(err)
@@ -407,6 +446,7 @@ func (l *library) setMemoryFraction(fraction float64, ordinal int) error {
 // (lib) has reported a bad setting by now, before the first malloc.
 func (l *library) init(deviceCount int) error {
 	_ = deviceCount
+	l.drain()
 	if l.opt.cfgErr != nil {
 		return errQuiet{l.opt.cfgErr}
 	}
@@ -416,6 +456,7 @@ func (l *library) init(deviceCount int) error {
 // statsJSON serves memreplay_stats_json: torch.cuda.memory_stats(device)'s
 // flattened keys and values.
 func (l *library) statsJSON(ordinal int) ([]byte, error) {
+	l.drain()
 	d, err := l.device(ordinal)
 	if err != nil {
 		return nil, l.failDevice(err)
@@ -445,11 +486,16 @@ func throwMessage(err error) string {
 	return "memreplay: " + err.Error()
 }
 
-// close releases every opened device (the tests; a process that loaded the
-// library keeps its devices until it exits).
+// close releases every opened device and the queue's ring (the tests; a
+// process that loaded the library keeps its devices until it exits).
 func (l *library) close() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.q != nil {
+		l.drain()
+		l.q.release()
+		l.q = nil
+	}
 	for i := range l.devs {
 		if d := l.devs[i].Load(); d != nil && d.gpu != nil {
 			d.gpu.Close()

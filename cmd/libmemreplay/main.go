@@ -31,7 +31,11 @@
 //   - shim.c: the exported C functions with PyTorch's exact signatures
 //     (memreplay.h). They pass pointers and streams as uintptr_t into Go
 //     and turn the integers that come back into pointers, so Go never
-//     makes an unsafe.Pointer from a device address.
+//     makes an unsafe.Pointer from a device address. memreplay_free does
+//     not enter Go: it queues the pointer in a ring in C memory
+//     (freequeue.h), and the next call into Go from any thread applies the
+//     queued frees first (freequeue.go), so a free and the next malloc
+//     cost one crossing.
 //   - exports.go: one //export Go function per C function, which recovers
 //     any panic into last_error (nothing unwinds into the caller) and calls
 //     the library.
@@ -60,12 +64,13 @@
 //
 // # The hot path
 //
-// A cached malloc and free cost, besides the allocator's own work: the C to
-// Go transition (the price of cgo's callback path, about 60 ns per call
-// here), an atomic load for the library and one for the device, one shard
-// lock and a map insert or delete, and a deferred recover: about 0.3 us
-// per pair in all, against 0.12 us for the allocator alone. Nothing is
-// allocated on the Go heap in steady state. When recording, each call also
+// A cached malloc and free cost, besides the allocator's own work: one C
+// to Go transition (the price of cgo's callback path, about 60 ns here;
+// the free is queued in C, a compare-and-swap), the queue's lock and one
+// atomic store to apply the free, an atomic load for the library and one
+// for the device, one shard lock and a probe each to insert and remove the
+// pointer, and a deferred recover. docs/performance.md ("Deferred frees")
+// has the figures. Nothing is allocated on the Go heap in steady state. When recording, each call also
 // takes the device's recording lock shared, and each event costs a clock
 // read and a ring slot under a small mutex. docs/libmemreplay.md has the
 // measured figures.
@@ -78,7 +83,8 @@
 // the first call; every malloc then fails with it), a driver or device that
 // cannot be opened, an out-of-memory error (PyTorch's message, from the
 // allocator's *OutOfMemoryError), a free or record_stream of a pointer
-// that is not live. A failed malloc returns NULL to a C caller, but throws
+// that is not live (a queued free is reported by the call that applies
+// it; memreplay_last_error applies the queue first). A failed malloc returns NULL to a C caller, but throws
 // a C++ std::runtime_error with the message when the host has the C++
 // runtime loaded, because PyTorch does not check alloc_fn's result (shim.c
 // explains; MEMREPLAY_OOM=null turns this off). A size of 0 returns NULL

@@ -15,6 +15,16 @@
  * C++ runtime loaded (PyTorch always has) and MEMREPLAY_OOM is not "null",
  * a failed malloc throws std::runtime_error, because PyTorch does not check
  * the pointer a pluggable allocator returns (see docs/libmemreplay.md).
+ *
+ * memreplay_free queues the pointer in memory of its own and returns
+ * without entering the Go runtime; the next call of any function here,
+ * from any thread, applies the queued frees before its own work. So a
+ * free is never seen as pending by a later call, and an error of a free
+ * (a double free, an unknown pointer) is reported by that next call:
+ * memreplay_last_error applies the queue first. While recording
+ * (MEMREPLAY_TRACE, MEMREPLAY_RECORD=1), and while a live block has a use
+ * on another stream (memreplay_record_stream), each free is applied at
+ * its call.
  */
 #ifndef MEMREPLAY_H
 #define MEMREPLAY_H

@@ -43,6 +43,9 @@ type ptrShard struct {
 type ptrEntry struct {
 	b *allocator.Block
 	d *device
+	// streamed: the block has a use on another stream (record_stream),
+	// counted in the free queue's streamed (freequeue.go).
+	streamed bool
 }
 
 func (t *ptrTable) init() {
@@ -166,16 +169,17 @@ func (t *ptrTable) get(p uintptr) (ptrEntry, bool) {
 	return e, ok
 }
 
-// with runs fn holding p's shard lock, if p still maps to b (a concurrent
-// free and malloc may have reused the address since get).
-func (t *ptrTable) with(p uintptr, b *allocator.Block, fn func() error) error {
+// with runs fn on p's entry holding p's shard lock, if p still maps to b
+// (a concurrent free and malloc may have reused the address since get).
+func (t *ptrTable) with(p uintptr, b *allocator.Block, fn func(e *ptrEntry) error) error {
 	s, h := t.shard(p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if i, ok := s.find(p, h); !ok || s.vals[i].b != b {
+	i, ok := s.find(p, h)
+	if !ok || s.vals[i].b != b {
 		return errFreedMeanwhile
 	}
-	return fn()
+	return fn(&s.vals[i])
 }
 
 // len counts the live pointers.

@@ -268,6 +268,7 @@ func (l *library) buildTrace(withEvents bool) (*trace.Trace, error) {
 // writeTrace serves memreplay_write_trace: the native memreplay trace
 // (docs/trace-format.md), written through a temporary file and a rename.
 func (l *library) writeTrace(path string) error {
+	l.drain()
 	path, err := l.resolvePath(path, l.opt.tracePath, envTrace)
 	if err != nil {
 		return err
@@ -290,6 +291,7 @@ func (l *library) writeTrace(path string) error {
 // (trace.PyTorchSpool), device by device (a snapshot lists each device's
 // entries apart), rather than into a whole trace in memory.
 func (l *library) writeSnapshot(path string) error {
+	l.drain()
 	path, err := l.resolvePath(path, l.opt.snapshotPath, envSnapshot)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "freequeue.h"
 #include "memreplay.h"
 #include "_cgo_export.h"
 
@@ -93,16 +94,42 @@ static void mr_throw(char *msg) {
 /* ---- PyTorch's alloc_fn and free_fn ----------------------------------- */
 
 void *memreplay_malloc(size_t size, int device, cudaStream_t stream) {
-	struct mrgo_malloc_return r = mrgo_malloc((GoUint64)size, (GoInt32)device, (GoUintptr)(uintptr_t)stream);
-	if (r.r1 != NULL) /* failed, and the caller may want an exception */
-		mr_throw(r.r1);
-	return (void *)(uintptr_t)r.r0;
+	GoUintptr p = 0;
+	char *throw = NULL;
+	mrgo_malloc((GoUint64)size, (GoInt32)device, (GoUintptr)(uintptr_t)stream, &p, &throw);
+	if (throw != NULL) /* failed, and the caller may want an exception */
+		mr_throw(throw);
+	return (void *)(uintptr_t)p;
 }
 
+/* The ring of deferred frees (freequeue.h, freequeue.go): set by Go when
+ * the library is built, unless it records. Hidden: not part of the ABI. */
+__attribute__((visibility("hidden"))) struct mr_fq *mr_fq_live;
+
+/* mr_pending_frees is the number of frees queued and not yet applied, for
+ * the tests (testdata/harness.c). It is not part of the ABI. */
+long long mr_pending_frees(void) {
+	struct mr_fq *q = __atomic_load_n(&mr_fq_live, __ATOMIC_ACQUIRE);
+	if (q == NULL)
+		return 0;
+	uint64_t done = __atomic_load_n(&q->done, __ATOMIC_ACQUIRE);
+	return (long long)(__atomic_load_n(&q->tail, __ATOMIC_ACQUIRE) - done);
+}
+
+/* memreplay_free queues the pointer for the next call into Go, from any
+ * thread, to apply before anything else; it enters Go itself when there is
+ * no queue, the queue is full, or a live block has a use on another stream
+ * (mr_fq_defer). Freeing NULL does nothing. The
+ * size, device and stream are not needed: the pointer names the block. */
 void memreplay_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
 	(void)device;
 	(void)stream;
+	if (ptr == NULL)
+		return;
+	struct mr_fq *q = __atomic_load_n(&mr_fq_live, __ATOMIC_ACQUIRE);
+	if (q != NULL && mr_fq_defer(q, (uint64_t)(uintptr_t)ptr))
+		return;
 	mrgo_free((GoUintptr)(uintptr_t)ptr);
 }
 

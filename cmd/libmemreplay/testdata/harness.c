@@ -14,6 +14,12 @@
  *   touch NAME                 write a pattern over the whole block and read it back -> touch NAME ok|BAD
  *   free NAME                  free_fn with the malloc's size, device, stream -> free NAME
  *   freeaddr HEX               free_fn of an arbitrary pointer  -> freeaddr
+ *   freeas NAME DEV            free_fn with DEV as the device argument (a wrong one) -> freeas NAME
+ *   pending                    the frees queued and not yet applied (mr_pending_frees; no call into Go) -> pending N
+ *   churn N SIZE               N mallocs of SIZE, then their N frees -> churn N <most frees pending after a free> <pending at the end>
+ *   ordercheck ITERS           3 threads: one on device 1 alone frees p and mallocs the same size, ITERS times,
+ *                              and must get p back each time; one on device 0 only frees (blocks the main
+ *                              thread allocated); one on device 0 mallocs and frees -> ordercheck ok | ordercheck BAD <why>
  *   record NAME STRM           record_stream_fn                 -> record NAME
  *   complete STRM              the fake driver completes the stream's events -> complete
  *   empty                      reset_fn (empty_cache)           -> empty
@@ -22,10 +28,13 @@
  *   trace PATH | snapshot PATH memreplay_write_trace/_snapshot  -> trace RC | snapshot RC ("-" as PATH: NULL)
  *   lasterr                    memreplay_last_error             -> lasterr <message>
  *   threads T ITERS            T pthreads of random malloc/touch/free/record_stream -> threads ok N | threads BAD <why>
- *   bench N SIZE               N cached malloc+free pairs       -> bench N SIZE <ns per pair>
- *   benchnull N                N calls of free_fn(NULL): the bare C->Go->C call -> benchnull N <ns per call>
- *   benchmt T N SIZE           T threads of N pairs each        -> benchmt T N SIZE <ns per pair in a thread> <ns per pair overall>
- *   benchlibc N SIZE           N glibc malloc+free pairs, the baseline -> benchlibc N SIZE <ns per pair>
+ *   bench N SIZE               N cached malloc+free pairs       -> bench N SIZE <ns per pair> <cpu ns per pair>
+ *   benchcall N                N calls of init_fn(1): a bare C->Go->C call -> benchcall N <ns per call> <cpu ns per call>
+ *   benchmt T N SIZE           T threads of N pairs each        -> benchmt T N SIZE <ns per pair in a thread> <ns per pair overall> <cpu ns per pair>
+ *   benchlibc N SIZE           N glibc malloc+free pairs, the baseline -> benchlibc N SIZE <ns per pair> <cpu ns per pair>
+ * The benchmarks time their loop with the monotonic clock (wall time) and
+ * with the calling thread's CPU clock, which does not count the time the
+ * thread waited for a CPU: the steadier figure on a loaded machine.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -50,6 +59,7 @@ typedef void (*free_string_fn_t)(char *);
 typedef int (*write_fn_t)(const char *);
 typedef const char *(*last_error_fn_t)(void);
 typedef long long (*fake_hook_t)(const char *, long long, long long, long long);
+typedef long long (*pending_fn_t)(void);
 
 static alloc_fn_t alloc_fn;
 static free_fn_t free_fn;
@@ -61,6 +71,7 @@ static stats_fn_t stats_fn;
 static free_string_fn_t free_string_fn;
 static write_fn_t write_trace_fn, write_snapshot_fn;
 static last_error_fn_t last_error_fn;
+static pending_fn_t pending_fn;
 
 static void *sym(void *h, const char *name) {
 	void *p = dlsym(h, name);
@@ -71,11 +82,14 @@ static void *sym(void *h, const char *name) {
 	return p;
 }
 
-static double now_ns(void) {
+static double clock_ns(clockid_t c) {
 	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(c, &ts);
 	return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
 }
+
+static double now_ns(void) { return clock_ns(CLOCK_MONOTONIC); }
+static double cpu_ns(void) { return clock_ns(CLOCK_THREAD_CPUTIME_ID); }
 
 /* ---- named blocks ------------------------------------------------------ */
 
@@ -217,12 +231,116 @@ static void threads(int t, int iters) {
 		printf("threads ok %lld\n", served);
 }
 
+/* ---- deferred frees ------------------------------------------------------ */
+
+/* churn mallocs n blocks, then frees them, watching how many frees wait in
+ * the queue: never more than its size, and none once a call has drained
+ * it. */
+static void churn(long n, size_t size) {
+	void **ps = calloc((size_t)n, sizeof *ps);
+	if (ps == NULL) {
+		printf("churn BAD no memory\n");
+		return;
+	}
+	for (long i = 0; i < n; i++) {
+		ps[i] = alloc_fn(size, 0, NULL);
+		if (ps[i] == NULL) {
+			printf("churn BAD malloc %ld: %s\n", i, last_error_fn());
+			free(ps);
+			return;
+		}
+	}
+	long long most = 0;
+	for (long i = 0; i < n; i++) {
+		free_fn(ps[i], size, 0, NULL);
+		long long k = pending_fn();
+		if (k > most)
+			most = k;
+	}
+	free(ps);
+	printf("churn %ld %lld %lld\n", n, most, pending_fn());
+}
+
+#define ORDER_FREES 3000
+struct orderjob {
+	int role; /* 0: device 1's order check, 1: frees only, 2: mallocs and frees */
+	int iters;
+	void **tofree; /* role 1 */
+	char bad[256];
+};
+
+static void *orderwork(void *arg) {
+	struct orderjob *j = arg;
+	switch (j->role) {
+	case 0: /* device 1 is this thread's alone: once p is freed, its
+		 * segment is all free, and a malloc of the same size must
+		 * split it from the start again, at p */
+		for (int i = 0; i < j->iters; i++) {
+			void *p = alloc_fn(1000, 1, NULL);
+			free_fn(p, 1000, 1, NULL);
+			void *q = alloc_fn(1000, 1, NULL);
+			if (p == NULL || q != p) {
+				snprintf(j->bad, sizeof j->bad, "iteration %d: freed %p, then malloc gave %p", i, p, q);
+				return NULL;
+			}
+			free_fn(q, 1000, 1, NULL);
+		}
+		break;
+	case 1: /* never mallocs: its frees wait for other threads' calls */
+		for (int i = 0; i < ORDER_FREES; i++)
+			free_fn(j->tofree[i], 4096, 0, NULL);
+		break;
+	case 2:
+		for (int i = 0; i < j->iters; i++) {
+			size_t n = 512 + (size_t)(i % 7) * 1000;
+			void *p = alloc_fn(n, 0, NULL);
+			if (p == NULL) {
+				snprintf(j->bad, sizeof j->bad, "malloc(%zu) failed: %s", n, last_error_fn());
+				return NULL;
+			}
+			free_fn(p, n, 0, NULL);
+		}
+		break;
+	}
+	return NULL;
+}
+
+static void ordercheck(int iters) {
+	static void *tofree[ORDER_FREES];
+	for (int i = 0; i < ORDER_FREES; i++) {
+		tofree[i] = alloc_fn(4096, 0, NULL);
+		if (tofree[i] == NULL) {
+			printf("ordercheck BAD malloc: %s\n", last_error_fn());
+			return;
+		}
+	}
+	pthread_t tid[3];
+	struct orderjob j[3];
+	for (int i = 0; i < 3; i++) {
+		memset(&j[i], 0, sizeof j[i]);
+		j[i].role = i;
+		j[i].iters = iters;
+		j[i].tofree = tofree;
+		pthread_create(&tid[i], NULL, orderwork, &j[i]);
+	}
+	const char *bad = NULL;
+	for (int i = 0; i < 3; i++) {
+		pthread_join(tid[i], NULL);
+		if (j[i].bad[0] && bad == NULL)
+			bad = j[i].bad;
+	}
+	if (bad)
+		printf("ordercheck BAD %s\n", bad);
+	else
+		printf("ordercheck ok\n");
+}
+
 /* ---- benchmarks ------------------------------------------------------- */
 
 struct benchjob {
 	long n;
 	size_t size;
-	double ns;
+	double ns, cpu; /* the loop's wall and CPU time */
 };
 
 static void *benchloop(void *arg) {
@@ -230,11 +348,12 @@ static void *benchloop(void *arg) {
 	cudaStream_t s = NULL;
 	for (int i = 0; i < 1000; i++) /* warm: the segment exists, the thread has an M */
 		free_fn(alloc_fn(j->size, 0, s), j->size, 0, s);
-	double t0 = now_ns();
+	double t0 = now_ns(), c0 = cpu_ns();
 	for (long i = 0; i < j->n; i++) {
 		void *p = alloc_fn(j->size, 0, s);
 		free_fn(p, j->size, 0, s);
 	}
+	j->cpu = cpu_ns() - c0;
 	j->ns = now_ns() - t0;
 	return NULL;
 }
@@ -244,13 +363,14 @@ static void *benchloop(void *arg) {
 static void *(*volatile libc_malloc)(size_t) = malloc;
 static void (*volatile libc_free)(void *) = free;
 
-static double benchlibc(long n, size_t size) {
+static void benchlibc(struct benchjob *j) {
 	for (int i = 0; i < 1000; i++)
-		libc_free(libc_malloc(size));
-	double t0 = now_ns();
-	for (long i = 0; i < n; i++)
-		libc_free(libc_malloc(size));
-	return (now_ns() - t0) / (double)n;
+		libc_free(libc_malloc(j->size));
+	double t0 = now_ns(), c0 = cpu_ns();
+	for (long i = 0; i < j->n; i++)
+		libc_free(libc_malloc(j->size));
+	j->cpu = cpu_ns() - c0;
+	j->ns = now_ns() - t0;
 }
 
 /* ---- the interpreter ---------------------------------------------------- */
@@ -276,6 +396,7 @@ int main(int argc, char **argv) {
 	write_trace_fn = (write_fn_t)sym(h, "memreplay_write_trace");
 	write_snapshot_fn = (write_fn_t)sym(h, "memreplay_write_snapshot");
 	last_error_fn = (last_error_fn_t)sym(h, "memreplay_last_error");
+	pending_fn = (pending_fn_t)dlsym(h, "mr_pending_frees"); /* optional: not in libraries before deferred frees */
 
 	char line[4096];
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -316,6 +437,22 @@ int main(int argc, char **argv) {
 		} else if (strcmp(cmd, "freeaddr") == 0) {
 			free_fn((void *)(uintptr_t)strtoull(a, NULL, 0), 512, 0, NULL);
 			printf("freeaddr\n");
+		} else if (strcmp(cmd, "freeas") == 0) {
+			struct block *bl = find(a);
+			if (bl == NULL) {
+				printf("freeas %s BAD no such block\n", a);
+				continue;
+			}
+			free_fn(bl->ptr, bl->size, atoi(b), bl->stream);
+			printf("freeas %s\n", a);
+		} else if (pending_fn == NULL && (strcmp(cmd, "pending") == 0 || strcmp(cmd, "churn") == 0)) {
+			printf("%s BAD the library has no mr_pending_frees\n", cmd);
+		} else if (strcmp(cmd, "pending") == 0) {
+			printf("pending %lld\n", pending_fn());
+		} else if (strcmp(cmd, "churn") == 0) {
+			churn(atol(a), strtoull(b, NULL, 0));
+		} else if (strcmp(cmd, "ordercheck") == 0) {
+			ordercheck(atoi(a));
 		} else if (strcmp(cmd, "record") == 0) {
 			struct block *bl = find(a);
 			record_fn(bl ? bl->ptr : NULL, (cudaStream_t)(uintptr_t)strtoull(b, NULL, 0));
@@ -352,21 +489,24 @@ int main(int argc, char **argv) {
 		} else if (strcmp(cmd, "threads") == 0) {
 			threads(atoi(a), atoi(b));
 		} else if (strcmp(cmd, "bench") == 0) {
-			struct benchjob j = {atol(a), strtoull(b, NULL, 0), 0};
+			struct benchjob j = {atol(a), strtoull(b, NULL, 0), 0, 0};
 			benchloop(&j);
-			printf("bench %ld %zu %.1f\n", j.n, j.size, j.ns / (double)j.n);
+			printf("bench %ld %zu %.1f %.1f\n", j.n, j.size, j.ns / (double)j.n, j.cpu / (double)j.n);
 		} else if (strcmp(cmd, "benchlibc") == 0) {
-			long n = atol(a);
-			size_t size = strtoull(b, NULL, 0);
-			printf("benchlibc %ld %zu %.1f\n", n, size, benchlibc(n, size));
-		} else if (strcmp(cmd, "benchnull") == 0) {
+			struct benchjob j = {atol(a), strtoull(b, NULL, 0), 0, 0};
+			benchlibc(&j);
+			printf("benchlibc %ld %zu %.1f %.1f\n", j.n, j.size, j.ns / (double)j.n, j.cpu / (double)j.n);
+		} else if (strcmp(cmd, "benchcall") == 0) {
+			/* init_fn does next to nothing in Go (free_fn(NULL) no longer
+			 * enters Go at all) */
 			long n = atol(a);
 			for (int i = 0; i < 1000; i++)
-				free_fn(NULL, 0, 0, NULL);
-			double t0 = now_ns();
+				init_fn(1);
+			double t0 = now_ns(), c0 = cpu_ns();
 			for (long i = 0; i < n; i++)
-				free_fn(NULL, 0, 0, NULL);
-			printf("benchnull %ld %.1f\n", n, (now_ns() - t0) / (double)n);
+				init_fn(1);
+			double cpu = cpu_ns() - c0;
+			printf("benchcall %ld %.1f %.1f\n", n, (now_ns() - t0) / (double)n, cpu / (double)n);
 		} else if (strcmp(cmd, "benchmt") == 0) {
 			int t = atoi(a);
 			if (t > 64)
@@ -374,20 +514,22 @@ int main(int argc, char **argv) {
 			pthread_t tid[64];
 			struct benchjob j[64];
 			for (int i = 0; i < t; i++) {
-				j[i] = (struct benchjob){atol(b), strtoull(c, NULL, 0), 0};
+				j[i] = (struct benchjob){atol(b), strtoull(c, NULL, 0), 0, 0};
 				pthread_create(&tid[i], NULL, benchloop, &j[i]);
 			}
-			double longest = 0, sum = 0;
+			double longest = 0, sum = 0, cpu = 0;
 			for (int i = 0; i < t; i++) {
 				pthread_join(tid[i], NULL);
 				sum += j[i].ns;
+				cpu += j[i].cpu;
 				if (j[i].ns > longest)
 					longest = j[i].ns;
 			}
-			/* per pair in each thread, and the aggregate: the longest timed
-			 * loop over all the pairs of all threads */
-			printf("benchmt %d %ld %zu %.1f %.1f\n", t, j[0].n, j[0].size, sum / ((double)t * (double)j[0].n),
-			       longest / ((double)t * (double)j[0].n));
+			/* per pair in each thread, the aggregate (the longest timed
+			 * loop over all the pairs of all threads), and the threads'
+			 * CPU time over all the pairs */
+			double pairs = (double)t * (double)j[0].n;
+			printf("benchmt %d %ld %zu %.1f %.1f %.1f\n", t, j[0].n, j[0].size, sum / pairs, longest / pairs, cpu / pairs);
 		} else {
 			printf("%s BAD unknown command\n", cmd);
 		}
