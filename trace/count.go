@@ -136,7 +136,7 @@ func (c *entryCounter) run() (int64, bool) {
 			if i >= len(memo) {
 				return 0, false
 			}
-			stack = append(stack, getKind(memo[i]))
+			stack = append(stack, memo[i])
 			continue
 		case op == opBININT1:
 			pos += 2
@@ -159,7 +159,7 @@ func (c *entryCounter) run() (int64, bool) {
 			for len(memo) <= i {
 				memo = append(memo, ckOther)
 			}
-			memo[i] = stack[len(stack)-1]
+			memo[i] = memoKind(stack[len(stack)-1])
 			continue
 		case op == opMARK:
 			pos++
@@ -216,10 +216,10 @@ func (c *entryCounter) run() (int64, bool) {
 	}
 }
 
-// getKind is the kind BINGET pushes for a memoised value: a container
-// referred to again is not one the import streams (an entry twice, a
-// list shared), so it counts as anything else.
-func getKind(k uint8) uint8 {
+// memoKind is the kind the memo keeps of a value, which a BINGET pushes:
+// a container referred to again is not one the import streams (an entry
+// twice, a list shared), so it counts as anything else.
+func memoKind(k uint8) uint8 {
 	if k == ckDT || k == ckTrace || k == ckDict {
 		return ckOther
 	}
@@ -299,7 +299,7 @@ func (c *entryCounter) slow(op byte, arg []byte, n *int64) bool {
 		for uint64(len(c.memo)) <= i {
 			c.memo = append(c.memo, ckOther)
 		}
-		c.memo[i] = c.stack[len(c.stack)-1]
+		c.memo[i] = memoKind(c.stack[len(c.stack)-1])
 	case opBINGET, opLONG_BINGET:
 		i := uint64(arg[0])
 		if op == opLONG_BINGET {
@@ -308,7 +308,7 @@ func (c *entryCounter) slow(op byte, arg []byte, n *int64) bool {
 		if i >= uint64(len(c.memo)) {
 			return false
 		}
-		c.push(getKind(c.memo[i]))
+		c.push(c.memo[i])
 	case opAPPEND:
 		t := len(c.stack)
 		if t < 2 || len(c.marks) > 0 && c.marks[len(c.marks)-1] > t-2 {

@@ -13,10 +13,10 @@ package replay
 // was recorded from the start:
 //
 //   - the events reach the speculative replay as the import makes them
-//     (an EventObserver beside the reconstruction's walk, OpenPrepared),
-//     packed into segments (about 8 bytes an event) that the replay's
-//     reader decodes; the import is held back only when the replay falls
-//     a long way behind (specMaxBuffered);
+//     (an EventObserver beside the reconstruction's walk, OpenPrepared):
+//     packed (about 8 bytes an event) until the replay starts, as they
+//     are, in batches, from then on; the import is held back only when
+//     the replay falls a long way behind (specMaxBuffered);
 //   - the replay starts once the events are counted: the profiler spaces
 //     its timeline by their number, known to the import only at its end,
 //     so trace.CountPyTorchEntries counts the file's entries first, on a
@@ -44,6 +44,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/trace"
@@ -242,19 +243,30 @@ const specSegment = 1 << 16
 // (bytes): beyond it the import waits for the replay.
 const specMaxBuffered = 256 << 20
 
+// specBatch is how many events the feed hands over at a time once the
+// reader reads.
+const specBatch = 4096
+
 // specFeed takes the events from the import (as an EventObserver, on the
 // import's packing goroutine) and hands them to the speculative replay's
-// reader in packed segments.
+// reader: packed into segments while the reader waits for the count (the
+// import is then ahead of the replay by millions of events, 72 bytes each
+// unpacked), in batches as they are once it reads (the packing and the
+// decoding cost as much as the replay's reading).
 type specFeed struct {
 	cur *trace.EventLog // being filled (the import's side only)
+	raw []trace.Event   // likewise, once reading
+	// reading is set by the reader's first take: from the next event on,
+	// the feed hands batches over.
+	reading atomic.Bool
 
 	mu       sync.Mutex
 	cond     *sync.Cond
-	segs     []*trace.EventLog // complete, not yet taken
-	buffered int64             // their bytes
-	done     bool              // every event was given (or aborted)
-	o        *trace.Opened     // the import's result, once done
-	aborted  chan struct{}     // closed when the events are not the trace's
+	segs     []specSeg     // complete, not yet taken
+	buffered int64         // their bytes
+	done     bool          // every event was given (or aborted)
+	o        *trace.Opened // the import's result, once done
+	aborted  chan struct{} // closed when the events are not the trace's
 	abortOne sync.Once
 	gone     atomic.Bool // the reader will read no more
 }
@@ -265,28 +277,62 @@ func newSpecFeed() *specFeed {
 	return f
 }
 
+// specSeg is what the feed hands over: a packed segment or a batch.
+type specSeg struct {
+	log *trace.EventLog
+	evs []trace.Event
+}
+
+func (g specSeg) bytes() int64 {
+	if g.log != nil {
+		return g.log.Bytes()
+	}
+	return int64(len(g.evs)) * int64(unsafe.Sizeof(trace.Event{}))
+}
+
 // Event implements trace.EventObserver.
 func (f *specFeed) Event(_ int64, e *trace.Event) {
 	if f.gone.Load() {
 		return
 	}
-	f.cur.Append(e)
-	if f.cur.Len() == specSegment {
+	if f.raw == nil {
+		if !f.reading.Load() {
+			f.cur.Append(e)
+			if f.cur.Len() == specSegment {
+				f.hand()
+			}
+			return
+		}
+		f.hand() // the segment before the first batch
+		f.raw = make([]trace.Event, 0, specBatch)
+	}
+	f.raw = append(f.raw, *e)
+	if len(f.raw) == specBatch {
 		f.hand()
 	}
 }
 
-// hand passes the filled segment to the reader, waiting while too much
-// is held.
+// hand passes what was filled (the packed segment, or the batch once
+// reading) to the reader, waiting while too much is held.
 func (f *specFeed) hand() {
-	seg := f.cur
-	f.cur = &trace.EventLog{}
+	var seg specSeg
+	if f.raw != nil {
+		if len(f.raw) == 0 {
+			return
+		}
+		seg.evs, f.raw = f.raw, make([]trace.Event, 0, specBatch)
+	} else {
+		if f.cur.Len() == 0 {
+			return
+		}
+		seg.log, f.cur = f.cur, &trace.EventLog{}
+	}
 	f.mu.Lock()
 	for f.buffered > specMaxBuffered && !f.gone.Load() {
 		f.cond.Wait()
 	}
 	f.segs = append(f.segs, seg)
-	f.buffered += seg.Bytes()
+	f.buffered += seg.bytes()
 	f.cond.Broadcast()
 	f.mu.Unlock()
 }
@@ -320,7 +366,7 @@ func (f *specFeed) abort() {
 func (f *specFeed) finish(o *trace.Opened, err error) {
 	if err != nil || o == nil || o.Packed == nil {
 		f.abort()
-	} else if f.cur.Len() > 0 && !f.gone.Load() {
+	} else if !f.gone.Load() {
 		f.hand()
 	}
 	f.mu.Lock()
@@ -337,26 +383,28 @@ func (f *specFeed) stop() {
 	f.mu.Unlock()
 }
 
-// take returns the next segment, nil at the end, waiting for the import.
-func (f *specFeed) take() (*trace.EventLog, error) {
+// take returns what was handed over next, waiting for the import; ok is
+// false at the end.
+func (f *specFeed) take() (seg specSeg, ok bool, err error) {
+	f.reading.Store(true)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for {
 		select {
 		case <-f.aborted:
-			return nil, errSpecAborted
+			return seg, false, errSpecAborted
 		default:
 		}
 		if len(f.segs) > 0 {
-			seg := f.segs[0]
-			f.segs[0] = nil
+			seg = f.segs[0]
+			f.segs[0] = specSeg{}
 			f.segs = f.segs[1:]
-			f.buffered -= seg.Bytes()
+			f.buffered -= seg.bytes()
 			f.cond.Broadcast()
-			return seg, nil
+			return seg, true, nil
 		}
 		if f.done {
-			return nil, nil
+			return seg, false, nil
 		}
 		f.cond.Wait()
 	}
@@ -368,7 +416,8 @@ type specReader struct {
 	feed   *specFeed
 	header trace.Header
 	stacks *trace.Stacks
-	cur    *trace.EventCursor
+	cur    *trace.EventCursor // a packed segment being read, or
+	evs    []trace.Event      // what is left of a batch
 	eof    bool
 	err    error
 }
@@ -394,40 +443,62 @@ func (r *specReader) Final() ([]trace.Segment, bool) {
 
 func (r *specReader) Next(e *trace.Event) error {
 	for {
-		if r.eof {
-			return io.EOF
-		}
-		if r.err != nil {
-			return r.err
+		if len(r.evs) > 0 {
+			*e = r.evs[0]
+			r.evs = r.evs[1:]
+			return nil
 		}
 		if r.cur != nil && r.cur.Next(e) == nil {
 			return nil
 		}
-		seg, err := r.feed.take()
-		switch {
-		case err != nil:
-			r.err = err
-		case seg == nil:
-			r.eof = true
-		default:
-			r.cur = seg.Cursor()
+		if !r.more() {
+			if r.eof {
+				return io.EOF
+			}
+			return r.err
 		}
 	}
 }
 
+// more takes the next segment or batch; false at the end or on abort.
+func (r *specReader) more() bool {
+	if r.eof || r.err != nil {
+		return false
+	}
+	r.cur, r.evs = nil, nil
+	seg, ok, err := r.feed.take()
+	switch {
+	case err != nil:
+		r.err = err
+	case !ok:
+		r.eof = true
+	case seg.log != nil:
+		r.cur = seg.log.Cursor()
+	default:
+		r.evs = seg.evs
+	}
+	return ok && err == nil
+}
+
 // NextBatch implements trace.BatchReader.
 func (r *specReader) NextBatch(evs []trace.Event) (int, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	if len(r.evs) > 0 {
+		n := copy(evs, r.evs)
+		r.evs = r.evs[n:]
+		return n, nil
+	}
 	n := 0
-	for n < len(evs) {
-		if r.cur == nil || r.cur.Next(&evs[n]) != nil {
-			if n > 0 {
-				return n, nil
-			}
-			if err := r.Next(&evs[0]); err != nil {
-				return 0, err
-			}
-		}
+	for n < len(evs) && r.cur != nil && r.cur.Next(&evs[n]) == nil {
 		n++
 	}
-	return n, nil
+	if n > 0 {
+		return n, nil
+	}
+	if err := r.Next(&evs[0]); err != nil {
+		return 0, err
+	}
+	return 1, nil
 }
