@@ -241,7 +241,7 @@ const specSegment = 1 << 16
 
 // specMaxBuffered bounds the packed events the feed holds for the reader
 // (bytes): beyond it the import waits for the replay.
-const specMaxBuffered = 256 << 20
+const specMaxBuffered = 96 << 20
 
 // specBatch is how many events the feed hands over at a time once the
 // reader reads.
