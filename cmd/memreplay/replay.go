@@ -352,9 +352,12 @@ func readMemoryStats(path string, dev int) (*replay.MemoryStats, error) {
 // replayOnce opens and replays one trace with the profiler attached. A
 // large snapshot pickle replayed on the simulated GPU is replayed while it
 // is imported (replay.OpenReplay); a recording or a real GPU wants the
-// replay once, after the import.
+// replay once, after the import, and so does --lenient: a trace that
+// begins mid-run would be replayed to its end under the wrong guess
+// (its bad frees counted, not stopping it) before being replayed again.
 func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
-	if rf.record != "" || (rf.device != "" && rf.device != "sim") {
+	if rf.record != "" || (rf.device != "" && rf.device != "sim") || rf.lenient {
+		lastSpeculation = replay.NotSpeculated
 		return replayAfterOpen(path, opts, rf, stderr)
 	}
 	label := replayLabel(path, opts, nil)

@@ -42,6 +42,7 @@ import (
 	"io"
 	"os"
 	"reflect"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -54,6 +55,11 @@ import (
 // it is imported: below it the import is short and the count's second
 // pass over the file not worth it (a variable for the tests).
 var SpeculateMinBytes int64 = 64 << 20
+
+// SpeculateMinProcs is the parallelism (GOMAXPROCS) from which OpenReplay
+// speculates: on one core the speculative replay only adds the count's
+// pass to the import (a variable for the tests).
+var SpeculateMinProcs = 2
 
 // Speculation says how OpenReplay replayed a trace.
 type Speculation int
@@ -152,6 +158,9 @@ func OpenReplay[T any](path string, run ReplayFunc[T]) (o *trace.Opened, res *Re
 // speculable says whether path is a snapshot pickle large enough to
 // replay while it is imported.
 func speculable(path string) bool {
+	if runtime.GOMAXPROCS(0) < SpeculateMinProcs {
+		return false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return false

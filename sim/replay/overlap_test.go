@@ -16,12 +16,12 @@ import (
 
 // speculateAll makes OpenReplay speculate on every snapshot (or on none).
 func speculateAll(t *testing.T, on bool) {
-	old := replay.SpeculateMinBytes
-	replay.SpeculateMinBytes = 0
+	old, oldProcs := replay.SpeculateMinBytes, replay.SpeculateMinProcs
+	replay.SpeculateMinBytes, replay.SpeculateMinProcs = 0, 1
 	if !on {
 		replay.SpeculateMinBytes = math.MaxInt64
 	}
-	t.Cleanup(func() { replay.SpeculateMinBytes = old })
+	t.Cleanup(func() { replay.SpeculateMinBytes, replay.SpeculateMinProcs = old, oldProcs })
 }
 
 // overlapRun is what the tests compare of one OpenReplay: the result, the
