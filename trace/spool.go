@@ -98,8 +98,9 @@ type PyTorchSpool struct {
 	perr    error // the packer's first error
 }
 
-// spoolBatch is how many events go to the packer at a time.
-const spoolBatch = 4096
+// spoolBatch is how many events go to the packer at a time, in one of
+// spoolBatches batches that go round.
+const spoolBatch, spoolBatches = 4096, 4
 
 type spoolDev struct {
 	blocks []spoolExtent // written blocks, in order
@@ -206,10 +207,13 @@ func (s *PyTorchSpool) Add(e *Event) error {
 
 // startPacker starts the packer and gives Add its first batch.
 func (s *PyTorchSpool) startPacker() {
-	s.todo = make(chan []Event, 2)
-	s.free = make(chan []Event, 3)
+	s.todo = make(chan []Event, spoolBatches)
+	s.free = make(chan []Event, spoolBatches)
 	s.packed = make(chan struct{})
 	s.batch = make([]Event, 0, spoolBatch)
+	for range spoolBatches - 1 {
+		s.free <- make([]Event, 0, spoolBatch)
+	}
 	go s.pack()
 }
 
@@ -221,11 +225,9 @@ func (s *PyTorchSpool) handOver() {
 	}
 	s.pending.Add(1)
 	s.todo <- s.batch
-	select {
-	case s.batch = <-s.free:
-	default:
-		s.batch = make([]Event, 0, spoolBatch)
-	}
+	// The batches go round: when the packer is behind, Add waits for
+	// one rather than making garbage of the replay's size.
+	s.batch = <-s.free
 	s.takePackerError()
 }
 
@@ -276,10 +278,7 @@ func (s *PyTorchSpool) pack() {
 			}
 		}
 		clear(b) // the labels
-		select {
-		case s.free <- b[:0]:
-		default:
-		}
+		s.free <- b[:0]
 		s.pending.Done()
 	}
 }
