@@ -70,8 +70,9 @@ const (
 	NotSpeculated Speculation = iota
 	// Confirmed: the replay beside the import was the replay.
 	Confirmed
-	// Discarded: the replay beside the import guessed wrong; the trace
-	// was replayed again after the import.
+	// Discarded: the replay beside the import guessed wrong (found
+	// during the import, or once it was over); the trace was replayed
+	// again after the import.
 	Discarded
 )
 
@@ -101,7 +102,7 @@ func OpenReplay[T any](path string, run ReplayFunc[T]) (o *trace.Opened, res *Re
 	go func() {
 		n := int64(-1)
 		if f, err := os.Open(path); err == nil {
-			if c, ok := trace.CountPyTorchEntries(f); ok {
+			if c, ok := trace.CountPyTorchEntries(stoppable{f, &feed.gone}); ok {
 				n = c
 			}
 			f.Close()
@@ -134,15 +135,20 @@ func OpenReplay[T any](path string, run ReplayFunc[T]) (o *trace.Opened, res *Re
 		feed.stop()
 		done <- specRun{events: n, res: res, out: out, err: err}
 	}()
-	o, _, err = OpenPrepared(path, feed)
+	o, _, err = openPrepared(path, feed.walk, feed)
 	feed.finish(o, err)
 	sp := <-done
 	if err != nil {
 		return nil, nil, out, NotSpeculated, err
 	}
 	if sp.events < 0 {
+		// Not counted, or given up before the count (Discarded).
+		how = NotSpeculated
+		if feed.wasAborted() {
+			how = Discarded
+		}
 		res, out, err = run(o.Reader, openedEvents(o))
-		return o, res, out, NotSpeculated, err
+		return o, res, out, how, err
 	}
 	if !feed.wasAborted() && confirmed(o, h0, sp.events, sp.res, sp.err) {
 		// The recorders hold the speculative reader's table: it becomes
@@ -188,6 +194,20 @@ func openedEvents(o *trace.Opened) int64 {
 		return int64(len(o.Trace.Events))
 	}
 	return 0
+}
+
+// stoppable reads r until stop is set: the count of a speculation given
+// up ends there.
+type stoppable struct {
+	r    io.Reader
+	stop *atomic.Bool
+}
+
+func (s stoppable) Read(p []byte) (int, error) {
+	if s.stop.Load() {
+		return 0, errSpecAborted
+	}
+	return s.r.Read(p)
 }
 
 // guessHeader is the header the speculative replay replays under: what
@@ -263,8 +283,13 @@ const specBatch = 4096
 // unpacked), in batches as they are once it reads (the packing and the
 // decoding cost as much as the replay's reading).
 type specFeed struct {
-	cur *trace.EventLog // being filled (the import's side only)
-	raw []trace.Event   // likewise, once reading
+	// walk is the reconstruction's, which sees each event before the
+	// feed: once it finds a block or segment from before the trace, or
+	// an oom (a capacity it may imply), the guess is wrong, and the
+	// speculation is given up at once (wrong, below), its count too.
+	walk *reconWalk
+	cur  *trace.EventLog // being filled (the import's side only)
+	raw  []trace.Event   // likewise, once reading
 	// reading is set by the reader's first take: from the next event on,
 	// the feed hands batches over.
 	reading atomic.Bool
@@ -281,7 +306,7 @@ type specFeed struct {
 }
 
 func newSpecFeed() *specFeed {
-	f := &specFeed{cur: &trace.EventLog{}, aborted: make(chan struct{})}
+	f := &specFeed{walk: newReconWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{})}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -302,6 +327,10 @@ func (g specSeg) bytes() int64 {
 // Event implements trace.EventObserver.
 func (f *specFeed) Event(_ int64, e *trace.Event) {
 	if f.gone.Load() {
+		return
+	}
+	if w := f.walk.w; w != nil && (len(w.preLive) > 0 || len(w.pre) > 0) || len(f.walk.ooms) > 0 {
+		f.abort()
 		return
 	}
 	if f.raw == nil {

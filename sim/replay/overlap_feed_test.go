@@ -1,6 +1,7 @@
 package replay
 
 import (
+	"bytes"
 	"io"
 	"testing"
 
@@ -72,4 +73,22 @@ func TestSpecFeedOrder(t *testing.T) {
 	rr := &specReader{feed: g}
 	require.ErrorIs(t, rr.Next(&e), errSpecAborted)
 	require.True(t, g.wasAborted())
+}
+
+// The feed gives the guess up as soon as the reconstruction's walk finds
+// what the trace did not start from (a free of a block it never
+// allocated), and stops the count's reading with it.
+func TestSpecFeedGivesUpEarly(t *testing.T) {
+	f := newSpecFeed()
+	alloc := trace.Event{Action: trace.ActionAlloc, Addr: 1 << 20, Size: 512}
+	f.walk.Event(0, &alloc)
+	f.Event(0, &alloc)
+	require.False(t, f.wasAborted())
+	free := trace.Event{Action: trace.ActionFreeRequested, Addr: 4 << 20, Size: 512}
+	f.walk.Event(1, &free)
+	f.Event(1, &free)
+	require.True(t, f.wasAborted())
+	n, err := stoppable{bytes.NewReader([]byte("x")), &f.gone}.Read(make([]byte, 1))
+	require.Zero(t, n)
+	require.ErrorIs(t, err, errSpecAborted)
 }
