@@ -44,6 +44,7 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 			{"replay", c.path},
 			{"replay", "--check", "--format", "json", c.path},
 			{"replay", "--lenient", "--format", "json", c.path},
+			{"replay", "--alloc-conf", "expandable_segments:True", "--format", "json", c.path},
 			{"report", "-o", "PAGE", c.path},
 		} {
 			var outs [2]string
@@ -63,7 +64,10 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 					outs[k] = string(b)
 				}
 				want := replay.NotSpeculated
-				if on && a[1] != "--lenient" {
+				switch {
+				case on && a[1] == "--alloc-conf" && c.path == other:
+					want = replay.Confirmed // its own settings replaced
+				case on && a[1] != "--lenient":
 					want = c.want
 				}
 				require.Equal(t, want, lastSpeculation, "%v", a)

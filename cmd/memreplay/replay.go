@@ -361,7 +361,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 		return replayAfterOpen(path, opts, rf, stderr)
 	}
 	label := replayLabel(path, opts, nil)
-	o, res, prof, how, err := replay.OpenReplay(path, func(r trace.Reader, total int64) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		pr := newProgress(stderr, label, total, rf.progress)
 		opts.Progress = pr.update

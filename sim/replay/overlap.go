@@ -91,12 +91,14 @@ const (
 // returned.
 type ReplayFunc[T any] func(r trace.Reader, events int64) (*Result, T, error)
 
-// OpenReplay opens path as OpenPrepared does and replays it with run. A
-// snapshot pickle of at least SpeculateMinBytes is replayed while it is
-// imported (see the file comment); the result is the same either way. o
-// is nil when the file could not be opened (err is then the open's);
-// otherwise the caller closes o, and err is run's.
-func OpenReplay[T any](path string, run ReplayFunc[T]) (o *trace.Opened, res *Result, out T, how Speculation, err error) {
+// OpenReplay opens path as OpenPrepared does and replays it with run,
+// which replays with opts (OpenReplay reads only whether opts.Config
+// replaces the trace's settings). A snapshot pickle of at least
+// SpeculateMinBytes is replayed while it is imported (see the file
+// comment); the result is the same either way. o is nil when the file
+// could not be opened (err is then the open's); otherwise the caller
+// closes o, and err is run's.
+func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.Opened, res *Result, out T, how Speculation, err error) {
 	if !speculable(path) {
 		o, _, err = OpenPrepared(path)
 		if err != nil {
@@ -158,7 +160,7 @@ func OpenReplay[T any](path string, run ReplayFunc[T]) (o *trace.Opened, res *Re
 		res, out, err = run(o.Reader, openedEvents(o))
 		return o, res, out, how, err
 	}
-	if !feed.wasAborted() && confirmed(o, h0, sp.events, sp.res, sp.err) {
+	if !feed.wasAborted() && confirmed(o, h0, opts.Config != nil, sp.events, sp.res, sp.err) {
 		// The recorders hold the speculative reader's table: it becomes
 		// the trace's (the import's own is no longer referred to).
 		*stacks = *o.Packed.Stacks
@@ -229,8 +231,9 @@ func guessHeader(path string) trace.Header {
 
 // confirmed says whether the speculative replay, under h0 with n events
 // and no initial state, was the replay of the trace o holds once
-// imported and prepared.
-func confirmed(o *trace.Opened, h0 trace.Header, n int64, res *Result, err error) bool {
+// imported and prepared; override says the replay's settings were the
+// options', not the trace's.
+func confirmed(o *trace.Opened, h0 trace.Header, override bool, n int64, res *Result, err error) bool {
 	p := o.Packed
 	if p == nil || p.Events.Len() != n || p.Initial != nil || p.InitialReconstructed {
 		return false
@@ -239,13 +242,20 @@ func confirmed(o *trace.Opened, h0 trace.Header, n int64, res *Result, err error
 		return false
 	}
 	h := p.Header
-	if h.Source != h0.Source || h.SourceFile != h0.SourceFile || h.AllocatorSettings == nil {
+	if h.Source != h0.Source || h.SourceFile != h0.SourceFile {
 		return false
 	}
-	got, gerr := config.FromAllocatorSettings(h.AllocatorSettings)
-	want, _ := config.FromAllocatorSettings(h0.AllocatorSettings)
-	if gerr != nil || !reflect.DeepEqual(got, want) {
-		return false
+	// The settings: the replay's configuration and where it came from
+	// (the report shows both), unless the options replaced them.
+	if !override {
+		if h.AllocatorSettings == nil {
+			return false
+		}
+		got, gerr := config.FromAllocatorSettings(h.AllocatorSettings)
+		want, _ := config.FromAllocatorSettings(h0.AllocatorSettings)
+		if gerr != nil || !reflect.DeepEqual(got, want) {
+			return false
+		}
 	}
 	// The header's devices: the replay makes a device it names on first
 	// use, reports one never used as empty, and takes its capacity from

@@ -39,7 +39,7 @@ type overlapRun struct {
 func openReplay(t *testing.T, path string, opts replay.Options, speculate bool) overlapRun {
 	t.Helper()
 	speculateAll(t, speculate)
-	o, res, prof, how, err := replay.OpenReplay(path, func(r trace.Reader, n int64) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		prof := profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: n, MaxSamples: 300})
 		opts.Recorder = prof
@@ -131,6 +131,10 @@ func TestOpenReplaySpeculationDiscarded(t *testing.T) {
 	require.NoError(t, err)
 	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{Config: &es})
 	require.Equal(t, replay.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
+	// Its settings do not matter when the options replace them.
+	ms, err := config.Parse("max_split_size_mb:64")
+	require.NoError(t, err)
+	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &ms}))
 }
 
 // Bad input is the import's error, as without speculation; a file that
