@@ -118,7 +118,7 @@ func OpenWith(path string, opts OpenOptions) (*Opened, error) {
 		if err != nil {
 			return nil, err
 		}
-		o.Packed, o.Reader = p, p.NewReader()
+		o.Packed, o.Reader = p, newAheadReader(p)
 	case FormatRMM:
 		t, err := ReadRMM(br, path)
 		f.Close()

@@ -44,6 +44,15 @@ package trace
 // Add checks what WritePyTorch would refuse in an event (an invalid action
 // or device, a size past int64, a stack not in the table) with the same
 // messages, so errors come as the events arrive, not after the run.
+//
+// Packing and writing the blocks happen on a goroutine of their own (the
+// packer), beside the replay that adds the events: they took a fifth of
+// the replay's time when recording a 25-million-event replay, on the
+// replay's goroutine. Add checks the event and copies it into a batch;
+// a full batch goes to the packer, which owns the devices' blocks and
+// the file until WriteSnapshot or Close wait for it to finish what it was
+// given. An error of the file is the packer's: Add returns it once the
+// batch after it is handed over, WriteSnapshot and Close at once.
 
 import (
 	"encoding/binary"
@@ -52,6 +61,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"sync"
 )
 
 // spoolBlock is the size at which a device's open block goes to the file
@@ -68,14 +78,29 @@ type PyTorchSpool struct {
 	stacks *Stacks
 	size   int64 // bytes in the file
 
-	devs    []*spoolDev // by device ordinal
+	devs    []*spoolDev // by device ordinal; the packer's while it runs
 	checked []bool      // by StackID: stacks found valid
 	events  int64       // every event added, left out ones included
 	leftOut int64
 	hiDev   int32
 	err     error
 	closed  bool
+
+	// The packer (see the file comment): batch collects the events
+	// added, todo hands full batches over, free returns them; pending
+	// counts the batches handed over and not yet packed.
+	batch   []Event
+	todo    chan []Event
+	free    chan []Event
+	pending sync.WaitGroup
+	packed  chan struct{} // closed when the packer ends
+	mu      sync.Mutex
+	perr    error // the packer's first error
 }
+
+// spoolBatch is how many events go to the packer at a time, in one of
+// spoolBatches batches that go round.
+const spoolBatch, spoolBatches = 4096, 4
 
 type spoolDev struct {
 	blocks []spoolExtent // written blocks, in order
@@ -157,14 +182,6 @@ func (s *PyTorchSpool) Add(e *Event) error {
 	}
 	s.events++
 	s.hiDev = max(s.hiDev, e.Device)
-	for int(e.Device) >= len(s.devs) {
-		s.devs = append(s.devs, nil)
-	}
-	d := s.devs[e.Device]
-	if d == nil {
-		d = &spoolDev{}
-		s.devs[e.Device] = d
-	}
 	if ptLeftOut(e.Action) {
 		s.leftOut++
 		return nil
@@ -178,11 +195,103 @@ func (s *PyTorchSpool) Add(e *Event) error {
 	if e.Stack != 0 && !s.stackOK(i, e.Stack) {
 		return s.err
 	}
-	d.pack(e)
-	if len(d.open) >= spoolBlock {
-		s.writeBlock(d)
+	if s.batch == nil {
+		s.startPacker()
+	}
+	s.batch = append(s.batch, *e)
+	if len(s.batch) == spoolBatch {
+		s.handOver()
 	}
 	return s.err
+}
+
+// startPacker starts the packer and gives Add its first batch.
+func (s *PyTorchSpool) startPacker() {
+	s.todo = make(chan []Event, spoolBatches)
+	s.free = make(chan []Event, spoolBatches)
+	s.packed = make(chan struct{})
+	s.batch = make([]Event, 0, spoolBatch)
+	for range spoolBatches - 1 {
+		s.free <- make([]Event, 0, spoolBatch)
+	}
+	go s.pack()
+}
+
+// handOver gives the batch to the packer, and takes up the packer's
+// error, if any.
+func (s *PyTorchSpool) handOver() {
+	if len(s.batch) == 0 {
+		return
+	}
+	s.pending.Add(1)
+	s.todo <- s.batch
+	// The batches go round: when the packer is behind, Add waits for
+	// one rather than making garbage of the replay's size.
+	s.batch = <-s.free
+	s.takePackerError()
+}
+
+// sync waits until the packer has packed every event added: the devices'
+// blocks and the file are then the caller's until the next handOver.
+func (s *PyTorchSpool) sync() {
+	if s.todo == nil {
+		return
+	}
+	s.handOver()
+	s.pending.Wait()
+	s.takePackerError()
+}
+
+func (s *PyTorchSpool) takePackerError() {
+	s.mu.Lock()
+	err := s.perr
+	s.mu.Unlock()
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+}
+
+// pack is the packer: it packs the batches handed over into the devices'
+// open blocks and writes the full ones to the file.
+func (s *PyTorchSpool) pack() {
+	defer close(s.packed)
+	for b := range s.todo {
+		for k := range b {
+			e := &b[k]
+			for int(e.Device) >= len(s.devs) {
+				s.devs = append(s.devs, nil)
+			}
+			d := s.devs[e.Device]
+			if d == nil {
+				d = &spoolDev{}
+				s.devs[e.Device] = d
+			}
+			d.pack(e)
+			if len(d.open) >= spoolBlock {
+				if err := s.writeBlock(d); err != nil {
+					s.mu.Lock()
+					if s.perr == nil {
+						s.perr = err
+					}
+					s.mu.Unlock()
+				}
+			}
+		}
+		clear(b) // the labels
+		s.free <- b[:0]
+		s.pending.Done()
+	}
+}
+
+// stopPacker ends the packer once it has packed what it was given.
+func (s *PyTorchSpool) stopPacker() {
+	if s.todo == nil {
+		return
+	}
+	s.sync()
+	close(s.todo)
+	<-s.packed
+	s.todo = nil
 }
 
 // stackOK checks a stack the first time an event names it: in the table,
@@ -247,18 +356,20 @@ func (d *spoolDev) pack(e *Event) {
 	d.prev = spoolState{addr: e.Addr, time: e.TimeUS, stack: e.Stack, stream: e.Stream}
 }
 
-// writeBlock moves d's open block to the file.
-func (s *PyTorchSpool) writeBlock(d *spoolDev) {
-	if len(d.open) == 0 {
-		return
+// writeBlock moves d's open block to the file (on the packer). After an
+// error nothing more is written: the snapshot cannot be.
+func (s *PyTorchSpool) writeBlock(d *spoolDev) error {
+	if len(d.open) == 0 || s.size < 0 {
+		return nil
 	}
 	if _, err := s.f.Write(d.open); err != nil {
-		s.fail("spooling the entries: %v", err)
-		return
+		s.size = -1
+		return fmt.Errorf("trace: writing a PyTorch snapshot: spooling the entries: %v", err)
 	}
 	d.blocks = append(d.blocks, spoolExtent{off: s.size, len: len(d.open), events: d.n})
 	s.size += int64(len(d.open))
 	d.open, d.n, d.prev = d.open[:0], 0, spoolState{}
+	return nil
 }
 
 // unpack reads the events of one block into fn.
@@ -342,6 +453,7 @@ func (s *PyTorchSpool) WriteSnapshot(w io.Writer, t *Trace) error {
 	if s.closed {
 		return errors.New("trace: PyTorchSpool.WriteSnapshot after Close")
 	}
+	s.sync()
 	if s.err != nil {
 		return s.err
 	}
@@ -397,6 +509,7 @@ func (s *PyTorchSpool) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.stopPacker()
 	err := s.f.Close()
 	if s.path != "" {
 		if rerr := os.Remove(s.path); err == nil {

@@ -84,6 +84,7 @@ func TestPyTorchSpoolCompact(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Empty(t, entries, "the spool file is unlinked once open")
+	s.sync() // the packer's blocks are read here
 	d := s.devs[0]
 	packed := s.size + int64(len(d.open))
 	require.Less(t, float64(packed)/float64(len(tr.Events)), 16.0, "%d bytes for %d events", packed, len(tr.Events))
@@ -239,4 +240,79 @@ func TestPyTorchSpoolWriteFile(t *testing.T) {
 	entries, err := os.ReadDir(dir)
 	require.NoError(t, err)
 	require.Len(t, entries, 1)
+}
+
+// The packer packs what Add hands it in batches: a trace of many batches,
+// written, then grown and written again, gives WritePyTorch's bytes each
+// time (WriteSnapshot waits for the packer), in one block and in many.
+func TestPyTorchSpoolPackerBatches(t *testing.T) {
+	base, err := ReadPyTorchFile(testdataSnapshot)
+	require.NoError(t, err)
+	tr := *base
+	for len(tr.Events) < 3*spoolBatch+100 {
+		tr.Events = append(tr.Events, base.Events...)
+	}
+	for _, small := range []bool{false, true} {
+		if small {
+			smallSpoolBlocks(t)
+		}
+		s, err := NewPyTorchSpool(t.TempDir(), tr.Stacks)
+		require.NoError(t, err)
+		half := len(tr.Events)/2 + 1
+		for i := range tr.Events[:half] {
+			require.NoError(t, s.Add(&tr.Events[i]))
+		}
+		first := tr
+		first.Events = tr.Events[:half]
+		rest := tr
+		rest.Events = nil
+		var buf bytes.Buffer
+		require.NoError(t, s.WriteSnapshot(&buf, &rest))
+		require.True(t, bytes.Equal(ptWrite(t, &first), buf.Bytes()), "small blocks %v: the first half", small)
+		for i := half; i < len(tr.Events); i++ {
+			require.NoError(t, s.Add(&tr.Events[i]))
+		}
+		buf.Reset()
+		require.NoError(t, s.WriteSnapshot(&buf, &rest))
+		require.True(t, bytes.Equal(ptWrite(t, &tr), buf.Bytes()), "small blocks %v: the whole", small)
+		require.Equal(t, int64(len(tr.Events)), s.Events())
+		require.NoError(t, s.Close())
+	}
+}
+
+// A write to the spool file that fails on the packer reaches the caller:
+// Add returns it once a later batch is handed over, WriteSnapshot at once,
+// with the spool's words.
+func TestPyTorchSpoolPackerFileError(t *testing.T) {
+	smallSpoolBlocks(t)
+	tr, err := ReadPyTorchFile(testdataSnapshot)
+	require.NoError(t, err)
+	for _, via := range []string{"add", "write"} {
+		s, err := NewPyTorchSpool(t.TempDir(), tr.Stacks)
+		require.NoError(t, err)
+		require.NoError(t, s.f.Close()) // every write of a block fails
+		var addErr error
+		n := 0
+		if via == "add" {
+			for n < 10*spoolBatch && addErr == nil {
+				addErr = s.Add(&tr.Events[n%len(tr.Events)])
+				n++
+			}
+			require.Error(t, addErr, "Add never returned the packer's error")
+			require.Contains(t, addErr.Error(), "spooling the entries")
+		} else {
+			for i := range tr.Events {
+				require.NoError(t, s.Add(&tr.Events[i]))
+			}
+		}
+		rest := *tr
+		rest.Events = nil
+		err = s.WriteSnapshot(&bytes.Buffer{}, &rest)
+		require.Error(t, err, via)
+		require.Contains(t, err.Error(), "spooling the entries")
+		if addErr != nil {
+			require.Equal(t, addErr, err, "the first error stays")
+		}
+		s.Close()
+	}
 }

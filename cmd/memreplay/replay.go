@@ -349,8 +349,66 @@ func readMemoryStats(path string, dev int) (*replay.MemoryStats, error) {
 	return ms, nil
 }
 
-// replayOnce opens and replays one trace with the profiler attached.
+// replayOnce opens and replays one trace with the profiler attached. A
+// large snapshot pickle replayed on the simulated GPU is replayed while it
+// is imported (replay.OpenReplay); a recording or a real GPU wants the
+// replay once, after the import, and so does --lenient: a trace that
+// begins mid-run would be replayed to its end under the wrong guess
+// (its bad frees counted, not stopping it) before being replayed again.
 func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
+	if rf.record != "" || (rf.device != "" && rf.device != "sim") || rf.lenient {
+		lastSpeculation = replay.NotSpeculated
+		return replayAfterOpen(path, opts, rf, stderr)
+	}
+	label := replayLabel(path, opts, nil)
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64) (*replay.Result, *profiler.Profiler, error) {
+		opts := opts
+		pr := newProgress(stderr, label, total, rf.progress)
+		opts.Progress = pr.update
+		prof := newProfiler(r, total, rf)
+		opts.Recorder = prof
+		res, err := replay.Run(r, opts)
+		pr.done()
+		return res, prof, err
+	})
+	lastSpeculation = how
+	if o == nil {
+		return nil, openError(err)
+	}
+	defer o.Close()
+	if err != nil {
+		return nil, err
+	}
+	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
+}
+
+// lastSpeculation is how the last replayOnce replayed its trace (for the
+// tests).
+var lastSpeculation replay.Speculation
+
+// replayLabel is the progress line's label.
+func replayLabel(path string, opts replay.Options, gpu *realgpu.Backend) string {
+	label := "replaying " + path
+	if opts.Config != nil {
+		label += " under " + opts.Config.String()
+	}
+	if opts.Policy != nil {
+		label += " with policy " + opts.Policy.Name()
+	}
+	if gpu != nil {
+		label += " on " + gpu.Name()
+	}
+	return label
+}
+
+// newProfiler is the profiler of a replay of r, total events long.
+func newProfiler(r trace.Reader, total int64, rf *replayFlags) *profiler.Profiler {
+	return profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail})
+}
+
+// replayAfterOpen is replayOnce after the import: with --record or on a
+// real GPU.
+func replayAfterOpen(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
 	o, err := openTrace(path)
 	if err != nil {
 		return nil, err
@@ -361,13 +419,6 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 		total = int64(len(o.Trace.Events))
 	} else if o.Packed != nil {
 		total = o.Packed.Events.Len()
-	}
-	label := "replaying " + path
-	if opts.Config != nil {
-		label += " under " + opts.Config.String()
-	}
-	if opts.Policy != nil {
-		label += " with policy " + opts.Policy.Name()
 	}
 	var rec *recording
 	if rf.record != "" {
@@ -385,11 +436,10 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 		// everything the replay left on the GPU.
 		defer gpu.Close()
 		opts.NewProcess = gpu.NewProcess
-		label += " on " + gpu.Name()
 	}
-	pr := newProgress(stderr, label, total, rf.progress)
+	pr := newProgress(stderr, replayLabel(path, opts, gpu), total, rf.progress)
 	opts.Progress = pr.update
-	prof := profiler.New(o.Reader.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail})
+	prof := newProfiler(o.Reader, total, rf)
 	opts.Recorder = prof
 	if rec != nil {
 		opts.Recorder = replay.Recorders(prof, rec.rr)

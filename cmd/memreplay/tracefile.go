@@ -20,13 +20,19 @@ import (
 func openTrace(path string, also ...trace.EventObserver) (*trace.Opened, error) {
 	o, _, err := replay.OpenPrepared(path, also...)
 	if err != nil {
-		var pe *fs.PathError
-		if errors.As(err, &pe) {
-			return nil, inputError{err}
-		}
-		return nil, err
+		return nil, openError(err)
 	}
 	return o, nil
+}
+
+// openError is the error of a trace that could not be opened: a missing
+// or unreadable file is bad input, exit code 2, as bad content is.
+func openError(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return inputError{err}
+	}
+	return err
 }
 
 // inputError is bad input that is not a trace.FormatError (a missing file):

@@ -571,7 +571,12 @@ func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(pa
 // than after; the observers in also, if any, are given them there too
 // (only for a snapshot pickle: o.Packed is then set).
 func OpenPrepared(path string, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
-	walk := newReconWalk()
+	return openPrepared(path, newReconWalk(), also...)
+}
+
+// openPrepared is OpenPrepared with the walk, which the observers in also
+// are given each event after (the speculative replay watches it).
+func openPrepared(path string, walk *reconWalk, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
 	var obs trace.EventObserver = walk
 	if len(also) > 0 {
 		obs = observers(append([]trace.EventObserver{walk}, also...))

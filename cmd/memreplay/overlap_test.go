@@ -1,0 +1,78 @@
+package main
+
+import (
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/sim/replay"
+)
+
+// speculate makes replay.OpenReplay speculate on every snapshot (on) or
+// on none.
+func speculate(t *testing.T, on bool) {
+	old, oldProcs := replay.SpeculateMinBytes, replay.SpeculateMinProcs
+	replay.SpeculateMinBytes, replay.SpeculateMinProcs = math.MaxInt64, 1
+	if on {
+		replay.SpeculateMinBytes = 0
+	}
+	t.Cleanup(func() { replay.SpeculateMinBytes, replay.SpeculateMinProcs = old, oldProcs })
+}
+
+// The commands that replay a snapshot while it is imported write what
+// they wrote when they replayed it after: replay (json, table, --check)
+// and report's page, byte for byte, on a snapshot recorded from the start
+// (the speculative replay kept), one recorded from the start under other
+// settings and one that begins mid-run (discarded and replayed again).
+func TestSpeculativeReplaySameOutput(t *testing.T) {
+	dir := t.TempDir()
+	fromStart := filepath.Join(dir, "start.pickle")
+	code, _, stderr := runCLI("replay", "--record", fromStart, "../../traces/trial/bert-base_b16_s128_fp16.mrt")
+	require.Zero(t, code, stderr)
+	other := filepath.Join(dir, "other.pickle")
+	code, _, stderr = runCLI("replay", "--alloc-conf", "max_split_size_mb:64", "--record", other, "../../traces/trial/bert-base_b16_s128_fp16.mrt")
+	require.Zero(t, code, stderr)
+	for _, c := range []struct {
+		path string
+		want replay.Speculation
+	}{{fromStart, replay.Confirmed}, {completeTrace, replay.Confirmed}, {other, replay.Discarded}, {partialTrace, replay.Discarded}} {
+		for _, args := range [][]string{
+			{"replay", "--format", "json", c.path},
+			{"replay", c.path},
+			{"replay", "--check", "--format", "json", c.path},
+			{"replay", "--lenient", "--format", "json", c.path},
+			{"replay", "--alloc-conf", "expandable_segments:True", "--format", "json", c.path},
+			{"report", "-o", "PAGE", c.path},
+		} {
+			var outs [2]string
+			for k, on := range []bool{false, true} {
+				speculate(t, on)
+				a := append([]string(nil), args...)
+				page := filepath.Join(dir, "page.html")
+				if a[0] == "report" {
+					a[2] = page
+				}
+				code, stdout, stderr := runCLI(a...)
+				require.Zero(t, code, "%v: %s", a, stderr)
+				outs[k] = stdout
+				if a[0] == "report" {
+					b, err := os.ReadFile(page)
+					require.NoError(t, err)
+					outs[k] = string(b)
+				}
+				want := replay.NotSpeculated
+				switch {
+				case on && a[1] == "--alloc-conf" && c.path == other:
+					want = replay.Confirmed // its own settings replaced
+				case on && a[1] != "--lenient":
+					want = c.want
+				}
+				require.Equal(t, want, lastSpeculation, "%v", a)
+			}
+			require.Equal(t, outs[0], outs[1], "%v", args)
+		}
+	}
+}

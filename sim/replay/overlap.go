@@ -1,0 +1,560 @@
+package replay
+
+// Replaying a snapshot while it is imported: the speculative replay.
+//
+// Opening a 1 GB snapshot (25 million entries) takes about 4 s, most of
+// it decoding the pickle on one core; replaying its events takes about
+// 3 s more, and could only start once the import was over, because the
+// replay starts from the state before the first event, which the
+// reconstruction derives from every event and the end state (and the
+// header's allocator settings, device capacities implied by oom entries,
+// come at the end of the file or of the import too). On two cores the
+// replay can instead run beside the import, on the guess that the trace
+// was recorded from the start:
+//
+//   - the events reach the speculative replay as the import makes them
+//     (an EventObserver beside the reconstruction's walk, OpenPrepared):
+//     packed (about 8 bytes an event) until the replay starts, as they
+//     are, in batches, from then on; the import is held back only when
+//     the replay falls a long way behind (specMaxBuffered);
+//   - the replay starts once the events are counted: the profiler spaces
+//     its timeline by their number, known to the import only at its end,
+//     so trace.CountPyTorchEntries counts the file's entries first, on a
+//     goroutine of its own (about 1 s for 1 GB);
+//   - it replays from an empty allocator, under the header it guesses
+//     (guessHeader: the default allocator settings, no device named) and
+//     with the end state, once the import has it, at the end.
+//
+// When the import and the preparation are over, the guess is checked
+// (confirmed): nothing reconstructed, the count right, the allocator
+// settings meaning the same configuration, no capacity implied, every
+// device the header names replayed. Then the speculative replay is the
+// replay, decision for decision, since its inputs were the same. Else
+// (settings other than the defaults, found at the end of the file) its
+// result is discarded and the trace replayed again from what was
+// imported, as without speculation; only time was lost. A trace that
+// begins mid-run is found out sooner: the feed gives the guess up (and
+// stops the count) as soon as the reconstruction's walk meets a block or
+// segment from before the trace, or an oom, at its first free of an
+// older block, before the count is done as a rule. The stack table the
+// replay's recorders were given becomes the trace's once the import is
+// over: the import's table is copied into it (OpenReplay), since the
+// recorders read it only after the replay.
+//
+// The cost: the count's pass and the hand-over, about 1 s of CPU for
+// 1 GB, which a machine with a free second core does not feel, and a
+// machine whose cores are all busy does.
+
+import (
+	"errors"
+	"io"
+	"os"
+	"reflect"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/trace"
+)
+
+// SpeculateMinBytes is the size from which a snapshot is replayed while
+// it is imported: below it the import is short and the count's second
+// pass over the file not worth it (a variable for the tests).
+var SpeculateMinBytes int64 = 64 << 20
+
+// SpeculateMinProcs is the parallelism (GOMAXPROCS) from which OpenReplay
+// speculates: on one core the speculative replay only adds the count's
+// pass to the import (a variable for the tests).
+var SpeculateMinProcs = 2
+
+// Speculation says how OpenReplay replayed a trace.
+type Speculation int
+
+const (
+	// NotSpeculated: replayed after the import (not a snapshot pickle,
+	// a small one, or its entries could not be counted).
+	NotSpeculated Speculation = iota
+	// Confirmed: the replay beside the import was the replay.
+	Confirmed
+	// Discarded: the replay beside the import guessed wrong (found
+	// during the import, or once it was over); the trace was replayed
+	// again after the import.
+	Discarded
+)
+
+// ReplayFunc replays r, a trace of events events (0 when unknown), and
+// returns the result and whatever else the caller keeps of the run (its
+// recorders). OpenReplay may call it twice, the first time on another
+// goroutine; what it keeps must not read r.Stacks() until OpenReplay has
+// returned.
+type ReplayFunc[T any] func(r trace.Reader, events int64) (*Result, T, error)
+
+// OpenReplay opens path as OpenPrepared does and replays it with run,
+// which replays with opts (OpenReplay reads only whether opts.Config
+// replaces the trace's settings). A snapshot pickle of at least
+// SpeculateMinBytes is replayed while it is imported (see the file
+// comment); the result is the same either way. o is nil when the file
+// could not be opened (err is then the open's); otherwise the caller
+// closes o, and err is run's.
+func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.Opened, res *Result, out T, how Speculation, err error) {
+	if !speculable(path) {
+		o, _, err = OpenPrepared(path)
+		if err != nil {
+			return nil, nil, out, NotSpeculated, err
+		}
+		res, out, err = run(o.Reader, openedEvents(o))
+		return o, res, out, NotSpeculated, err
+	}
+	feed := newSpecFeed()
+	counted := make(chan int64, 1) // -1: not counted
+	go func() {
+		n := int64(-1)
+		if f, err := os.Open(path); err == nil {
+			if c, ok := trace.CountPyTorchEntries(stoppable{f, &feed.gone}); ok {
+				n = c
+			}
+			f.Close()
+		}
+		counted <- n
+	}()
+	type specRun struct {
+		events int64
+		res    *Result
+		out    T
+		err    error
+	}
+	done := make(chan specRun, 1)
+	h0 := guessHeader(path)
+	stacks := trace.NewStacks()
+	go func() {
+		var n int64
+		select {
+		case n = <-counted:
+		case <-feed.aborted:
+			n = -1
+		}
+		if n < 0 {
+			feed.stop()
+			done <- specRun{events: -1}
+			return
+		}
+		r := &specReader{feed: feed, header: h0, stacks: stacks}
+		res, out, err := run(r, n)
+		feed.stop()
+		done <- specRun{events: n, res: res, out: out, err: err}
+	}()
+	o, _, err = openPrepared(path, feed.walk, feed)
+	feed.finish(o, err)
+	sp := <-done
+	if err != nil {
+		return nil, nil, out, NotSpeculated, err
+	}
+	if sp.events < 0 {
+		// Not counted, or given up before the count (Discarded).
+		how = NotSpeculated
+		if feed.wasAborted() {
+			how = Discarded
+		}
+		res, out, err = run(o.Reader, openedEvents(o))
+		return o, res, out, how, err
+	}
+	if !feed.wasAborted() && confirmed(o, h0, opts.Config != nil, sp.events, sp.res, sp.err) {
+		// The recorders hold the speculative reader's table: it becomes
+		// the trace's (the import's own is no longer referred to).
+		*stacks = *o.Packed.Stacks
+		o.Packed.Stacks = stacks
+		return o, sp.res, sp.out, Confirmed, sp.err
+	}
+	res, out, err = run(o.Reader, openedEvents(o))
+	return o, res, out, Discarded, err
+}
+
+// speculable says whether path is a snapshot pickle large enough to
+// replay while it is imported.
+func speculable(path string) bool {
+	if runtime.GOMAXPROCS(0) < SpeculateMinProcs {
+		return false
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < SpeculateMinBytes {
+		return false
+	}
+	var prefix [2]byte
+	if _, err := io.ReadFull(f, prefix[:]); err != nil {
+		return false
+	}
+	format, ok := trace.Detect(prefix[:])
+	return ok && format == trace.FormatPyTorch
+}
+
+// openedEvents is the number of events of an opened trace, 0 when it is
+// not known before it is read (a streamed native trace).
+func openedEvents(o *trace.Opened) int64 {
+	switch {
+	case o.Packed != nil:
+		return o.Packed.Events.Len()
+	case o.Trace != nil:
+		return int64(len(o.Trace.Events))
+	}
+	return 0
+}
+
+// stoppable reads r until stop is set: the count of a speculation given
+// up ends there.
+type stoppable struct {
+	r    io.Reader
+	stop *atomic.Bool
+}
+
+func (s stoppable) Read(p []byte) (int, error) {
+	if s.stop.Load() {
+		return 0, errSpecAborted
+	}
+	return s.r.Read(p)
+}
+
+// guessHeader is the header the speculative replay replays under: what
+// the import of a snapshot recorded from the start with PyTorch's default
+// allocator settings (PyTorch writes them since 2.6) gives, as far as the
+// replay reads it (Run, setup and finish: the source, the settings, the
+// devices; the notes only when an initial state was reconstructed).
+func guessHeader(path string) trace.Header {
+	return trace.Header{Source: SourcePyTorch, SourceFile: path, AllocatorSettings: config.Default().AllocatorSettings()}
+}
+
+// confirmed says whether the speculative replay, under h0 with n events
+// and no initial state, was the replay of the trace o holds once
+// imported and prepared; override says the replay's settings were the
+// options', not the trace's.
+func confirmed(o *trace.Opened, h0 trace.Header, override bool, n int64, res *Result, err error) bool {
+	p := o.Packed
+	if p == nil || p.Events.Len() != n || p.Initial != nil || p.InitialReconstructed {
+		return false
+	}
+	if errors.Is(err, errSpecAborted) || res == nil {
+		return false
+	}
+	h := p.Header
+	if h.Source != h0.Source || h.SourceFile != h0.SourceFile {
+		return false
+	}
+	// The settings: the replay's configuration and where it came from
+	// (the report shows both), unless the options replaced them.
+	if !override {
+		if h.AllocatorSettings == nil {
+			return false
+		}
+		got, gerr := config.FromAllocatorSettings(h.AllocatorSettings)
+		want, _ := config.FromAllocatorSettings(h0.AllocatorSettings)
+		if gerr != nil || !reflect.DeepEqual(got, want) {
+			return false
+		}
+	}
+	// The header's devices: the replay makes a device it names on first
+	// use, reports one never used as empty, and takes its capacity from
+	// it. With none named, the same follows only if the header gives no
+	// capacity and the replay used every device it names.
+	if len(h.Devices) > 0 {
+		if res == nil {
+			return false
+		}
+		used := map[int32]bool{}
+		for _, d := range res.Devices {
+			used[d.Index] = true
+		}
+		for _, d := range h.Devices {
+			if d.Capacity != 0 || d.CapacitySource != "" || !used[d.Index] {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// errSpecAborted ends a speculative replay whose import started over or
+// failed: its events are not the trace's.
+var errSpecAborted = errors.New("replay: speculative replay aborted")
+
+// specSegment is how many events the feed packs into one segment before
+// the reader may take it.
+const specSegment = 1 << 16
+
+// specMaxBuffered bounds the packed events the feed holds for the reader
+// (bytes): beyond it the import waits for the replay.
+const specMaxBuffered = 96 << 20
+
+// specBatch is how many events the feed hands over at a time once the
+// reader reads.
+const specBatch = 4096
+
+// specFeed takes the events from the import (as an EventObserver, on the
+// import's packing goroutine) and hands them to the speculative replay's
+// reader: packed into segments while the reader waits for the count (the
+// import is then ahead of the replay by millions of events, 72 bytes each
+// unpacked), in batches as they are once it reads (the packing and the
+// decoding cost as much as the replay's reading).
+type specFeed struct {
+	// walk is the reconstruction's, which sees each event before the
+	// feed: once it finds a block or segment from before the trace, or
+	// an oom (a capacity it may imply), the guess is wrong, and the
+	// speculation is given up at once (wrong, below), its count too.
+	walk *reconWalk
+	cur  *trace.EventLog // being filled (the import's side only)
+	raw  []trace.Event   // likewise, once reading
+	// reading is set by the reader's first take: from the next event on,
+	// the feed hands batches over.
+	reading atomic.Bool
+
+	mu       sync.Mutex
+	cond     *sync.Cond
+	segs     []specSeg     // complete, not yet taken
+	buffered int64         // their bytes
+	done     bool          // every event was given (or aborted)
+	o        *trace.Opened // the import's result, once done
+	aborted  chan struct{} // closed when the events are not the trace's
+	abortOne sync.Once
+	gone     atomic.Bool // the reader will read no more
+}
+
+func newSpecFeed() *specFeed {
+	f := &specFeed{walk: newReconWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{})}
+	f.cond = sync.NewCond(&f.mu)
+	return f
+}
+
+// specSeg is what the feed hands over: a packed segment or a batch.
+type specSeg struct {
+	log *trace.EventLog
+	evs []trace.Event
+}
+
+func (g specSeg) bytes() int64 {
+	if g.log != nil {
+		return g.log.Bytes()
+	}
+	return int64(len(g.evs)) * int64(unsafe.Sizeof(trace.Event{}))
+}
+
+// Event implements trace.EventObserver.
+func (f *specFeed) Event(_ int64, e *trace.Event) {
+	if f.gone.Load() {
+		return
+	}
+	if w := f.walk.w; w != nil && (len(w.preLive) > 0 || len(w.pre) > 0) || len(f.walk.ooms) > 0 {
+		f.abort()
+		return
+	}
+	if f.raw == nil {
+		if !f.reading.Load() {
+			f.cur.Append(e)
+			if f.cur.Len() == specSegment {
+				f.hand()
+			}
+			return
+		}
+		f.hand() // the segment before the first batch
+		f.raw = make([]trace.Event, 0, specBatch)
+	}
+	f.raw = append(f.raw, *e)
+	if len(f.raw) == specBatch {
+		f.hand()
+	}
+}
+
+// hand passes what was filled (the packed segment, or the batch once
+// reading) to the reader, waiting while too much is held.
+func (f *specFeed) hand() {
+	var seg specSeg
+	if f.raw != nil {
+		if len(f.raw) == 0 {
+			return
+		}
+		seg.evs, f.raw = f.raw, make([]trace.Event, 0, specBatch)
+	} else {
+		if f.cur.Len() == 0 {
+			return
+		}
+		seg.log, f.cur = f.cur, &trace.EventLog{}
+	}
+	f.mu.Lock()
+	for f.buffered > specMaxBuffered && !f.gone.Load() {
+		f.cond.Wait()
+	}
+	f.segs = append(f.segs, seg)
+	f.buffered += seg.bytes()
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
+// Restart implements trace.EventObserver: the import starts over, whole;
+// the events given so far were not the trace's.
+func (f *specFeed) Restart() {
+	f.abort()
+}
+
+// wasAborted says whether the events given were not the trace's.
+func (f *specFeed) wasAborted() bool {
+	select {
+	case <-f.aborted:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *specFeed) abort() {
+	f.abortOne.Do(func() { close(f.aborted) })
+	f.gone.Store(true)
+	f.mu.Lock()
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
+// finish ends the events once the import and the preparation are over
+// (o, err: OpenPrepared's result).
+func (f *specFeed) finish(o *trace.Opened, err error) {
+	if err != nil || o == nil || o.Packed == nil {
+		f.abort()
+	} else if !f.gone.Load() {
+		f.hand()
+	}
+	f.mu.Lock()
+	f.done, f.o = true, o
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
+// stop says the reader reads no more: the import need not wait for it.
+func (f *specFeed) stop() {
+	f.gone.Store(true)
+	f.mu.Lock()
+	f.cond.Broadcast()
+	f.mu.Unlock()
+}
+
+// take returns what was handed over next, waiting for the import; ok is
+// false at the end.
+func (f *specFeed) take() (seg specSeg, ok bool, err error) {
+	f.reading.Store(true)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for {
+		select {
+		case <-f.aborted:
+			return seg, false, errSpecAborted
+		default:
+		}
+		if len(f.segs) > 0 {
+			seg = f.segs[0]
+			f.segs[0] = specSeg{}
+			f.segs = f.segs[1:]
+			f.buffered -= seg.bytes()
+			f.cond.Broadcast()
+			return seg, true, nil
+		}
+		if f.done {
+			return seg, false, nil
+		}
+		f.cond.Wait()
+	}
+}
+
+// specReader is the speculative replay's trace.Reader: the guessed header,
+// no initial state, the feed's events, and the end state once imported.
+type specReader struct {
+	feed   *specFeed
+	header trace.Header
+	stacks *trace.Stacks
+	cur    *trace.EventCursor // a packed segment being read, or
+	evs    []trace.Event      // what is left of a batch
+	eof    bool
+	err    error
+}
+
+func (r *specReader) Header() trace.Header             { return r.header }
+func (r *specReader) Stacks() *trace.Stacks            { return r.stacks }
+func (r *specReader) Initial() ([]trace.Segment, bool) { return nil, false }
+func (r *specReader) Close() error                     { return nil }
+
+// Final is the imported end state, once every event was read.
+func (r *specReader) Final() ([]trace.Segment, bool) {
+	if !r.eof {
+		return nil, false
+	}
+	r.feed.mu.Lock()
+	o := r.feed.o
+	r.feed.mu.Unlock()
+	if o == nil || o.Packed == nil {
+		return nil, false
+	}
+	return o.Packed.Final, o.Packed.HasFinal
+}
+
+func (r *specReader) Next(e *trace.Event) error {
+	for {
+		if len(r.evs) > 0 {
+			*e = r.evs[0]
+			r.evs = r.evs[1:]
+			return nil
+		}
+		if r.cur != nil && r.cur.Next(e) == nil {
+			return nil
+		}
+		if !r.more() {
+			if r.eof {
+				return io.EOF
+			}
+			return r.err
+		}
+	}
+}
+
+// more takes the next segment or batch; false at the end or on abort.
+func (r *specReader) more() bool {
+	if r.eof || r.err != nil {
+		return false
+	}
+	r.cur, r.evs = nil, nil
+	seg, ok, err := r.feed.take()
+	switch {
+	case err != nil:
+		r.err = err
+	case !ok:
+		r.eof = true
+	case seg.log != nil:
+		r.cur = seg.log.Cursor()
+	default:
+		r.evs = seg.evs
+	}
+	return ok && err == nil
+}
+
+// NextBatch implements trace.BatchReader.
+func (r *specReader) NextBatch(evs []trace.Event) (int, error) {
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	if len(r.evs) > 0 {
+		n := copy(evs, r.evs)
+		r.evs = r.evs[n:]
+		return n, nil
+	}
+	n := 0
+	for n < len(evs) && r.cur != nil && r.cur.Next(&evs[n]) == nil {
+		n++
+	}
+	if n > 0 {
+		return n, nil
+	}
+	if err := r.Next(&evs[0]); err != nil {
+		return 0, err
+	}
+	return 1, nil
+}
