@@ -296,7 +296,9 @@ func (a *Allocator) gcActive() bool {
 
 // fail records a sticky device error so that every later call returns it.
 func (a *Allocator) fail(err error) error {
-	if errors.Is(err, ErrFatal) && a.fatal == nil {
+	// err is nil on every successful Free: errors.Is would still walk
+	// its chain checks, a percent of a C-ABI malloc+free pair.
+	if err != nil && a.fatal == nil && errors.Is(err, ErrFatal) {
 		a.fatal = err
 	}
 	return err
