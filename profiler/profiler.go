@@ -56,6 +56,10 @@ type Profiler struct {
 	every      int64 // timeline interval
 	nextSample int64
 	timeline   []Sample
+	// timelineGiven: a profile from Finish holds the timeline itself, so
+	// the next sample copies it first (Finish does not copy it: a replay
+	// is over when it is called).
+	timelineGiven bool
 	// timelineCap is the timeline's expected length, from ExpectedEvents.
 	timelineCap int
 	detail      *detail // nil unless Options.DetailEvents
