@@ -263,17 +263,19 @@ func (e *dataEncoder) u64s(v []uint64) {
 		e.raw("null")
 		return
 	}
-	e.b = append(e.b, '[')
+	b := append(e.b, '[') // local: a store into e.b is a write barrier while the collector runs
 	for i, x := range v {
 		if i > 0 {
-			e.b = append(e.b, ',')
-			if i&1023 == 0 {
-				e.more()
+			b = append(b, ',')
+			if i&1023 == 0 && len(b) >= dataChunk {
+				e.b = b
+				e.flush()
+				b = e.b
 			}
 		}
-		e.b = strconv.AppendUint(e.b, x, 10)
+		b = strconv.AppendUint(b, x, 10)
 	}
-	e.b = append(e.b, ']')
+	e.b = append(b, ']')
 }
 
 func (e *dataEncoder) i64s(v []int64) {
@@ -281,17 +283,19 @@ func (e *dataEncoder) i64s(v []int64) {
 		e.raw("null")
 		return
 	}
-	e.b = append(e.b, '[')
+	b := append(e.b, '[') // local: a store into e.b is a write barrier while the collector runs
 	for i, x := range v {
 		if i > 0 {
-			e.b = append(e.b, ',')
-			if i&1023 == 0 {
-				e.more()
+			b = append(b, ',')
+			if i&1023 == 0 && len(b) >= dataChunk {
+				e.b = b
+				e.flush()
+				b = e.b
 			}
 		}
-		e.b = strconv.AppendInt(e.b, x, 10)
+		b = strconv.AppendInt(b, x, 10)
 	}
-	e.b = append(e.b, ']')
+	e.b = append(b, ']')
 }
 
 func (e *dataEncoder) u32s(v []uint32) {
