@@ -244,7 +244,7 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 	p := &Profiler{stacks: stacks, opts: opts, every: 1,
 		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
 	if opts.DetailEvents > 0 {
-		p.detail = newDetail(opts.DetailEvents)
+		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
 	}
 	if n := opts.ExpectedEvents; n > 0 {
 		// The timeline is thinned when it reaches MaxSamples, so aim
