@@ -88,6 +88,11 @@ func (d *detail) keep() {
 	if d.given {
 		d.kept, d.given = nil, false
 	}
+	if n := len(d.ring); cap(d.kept) < n {
+		// Made once at the ring's length: two appends from nothing
+		// allocated it twice over.
+		d.kept = make([]DetailPoint, 0, n)
+	}
 	d.kept = d.kept[:0]
 	if d.full {
 		d.kept = append(d.kept, d.ring[d.next:]...)

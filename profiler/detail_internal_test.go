@@ -72,3 +72,23 @@ func TestDetailWindowNotShared(t *testing.T) {
 	require.NotEqual(t, want, d.window())
 	require.Equal(t, want, first, "the replay went on")
 }
+
+// A window is kept with one allocation at the ring's length, not two
+// appends' worth (the ring's tail, then its head, reallocated).
+func TestDetailKeepAllocatesOnce(t *testing.T) {
+	d := newDetail(1000, 0)
+	c := &counters{peakLiveEvent: -1}
+	for i := int64(0); i < 1500; i++ { // wrapped: the oldest point is mid-ring
+		d.step(i, 0, c)
+	}
+	require.True(t, d.full)
+	require.NotZero(t, d.next)
+	allocs := testing.AllocsPerRun(10, func() {
+		d.kept, d.given = nil, false
+		d.keep()
+	})
+	require.Equal(t, 1.0, allocs)
+	require.Len(t, d.kept, 1000)
+	require.Equal(t, int64(500), d.kept[0].Event, "oldest first")
+	require.Equal(t, int64(1499), d.kept[999].Event)
+}
