@@ -258,7 +258,9 @@ func (e *dataEncoder) strs(v []string) {
 	e.b = append(e.b, ']')
 }
 
-func (e *dataEncoder) u64s(v []uint64) {
+// signed and unsigned write arrays of numbers: the timeline's columns
+// (tens of thousands each) and lists of indices.
+func signed[T int | int64](e *dataEncoder, v []T) {
 	if v == nil {
 		e.raw("null")
 		return
@@ -273,17 +275,17 @@ func (e *dataEncoder) u64s(v []uint64) {
 				b = e.b
 			}
 		}
-		b = strconv.AppendUint(b, x, 10)
+		b = strconv.AppendInt(b, int64(x), 10)
 	}
 	e.b = append(b, ']')
 }
 
-func (e *dataEncoder) i64s(v []int64) {
+func unsigned[T uint32 | uint64](e *dataEncoder, v []T) {
 	if v == nil {
 		e.raw("null")
 		return
 	}
-	b := append(e.b, '[') // local: a store into e.b is a write barrier while the collector runs
+	b := append(e.b, '[')
 	for i, x := range v {
 		if i > 0 {
 			b = append(b, ',')
@@ -293,39 +295,9 @@ func (e *dataEncoder) i64s(v []int64) {
 				b = e.b
 			}
 		}
-		b = strconv.AppendInt(b, x, 10)
+		b = strconv.AppendUint(b, uint64(x), 10)
 	}
 	e.b = append(b, ']')
-}
-
-func (e *dataEncoder) u32s(v []uint32) {
-	if v == nil {
-		e.raw("null")
-		return
-	}
-	e.b = append(e.b, '[')
-	for i, x := range v {
-		if i > 0 {
-			e.b = append(e.b, ',')
-		}
-		e.u64(uint64(x))
-	}
-	e.b = append(e.b, ']')
-}
-
-func (e *dataEncoder) ints(v []int) {
-	if v == nil {
-		e.raw("null")
-		return
-	}
-	e.b = append(e.b, '[')
-	for i, x := range v {
-		if i > 0 {
-			e.b = append(e.b, ',')
-		}
-		e.i64(int64(x))
-	}
-	e.b = append(e.b, ']')
 }
 
 // list writes a slice of structs, each by one.
@@ -409,7 +381,7 @@ func (e *dataEncoder) data(d *htmlData) {
 		e.i64(int64(*d.Best))
 	}
 	e.raw(`,"tied":`)
-	e.ints(d.Tied)
+	signed(e, d.Tied)
 	e.raw(`,"same_setting":`)
 	e.boolean(d.SameSetting)
 	e.raw(`,"same_trace":`)
@@ -445,33 +417,33 @@ func (e *dataEncoder) run(r *htmlRun) {
 	e.raw(`,"sites":`)
 	object(e, r.Sites, (*dataEncoder).site)
 	e.raw(`,"top_live":`)
-	e.u32s(r.TopLive)
+	unsigned(e, r.TopLive)
 	e.raw(`,"top_waste":`)
-	e.u32s(r.TopWaste)
+	unsigned(e, r.TopWaste)
 	e.raw(`,"colored_sites":`)
-	e.u32s(r.ColoredSites)
+	unsigned(e, r.ColoredSites)
 	e.raw("}")
 }
 
 func (e *dataEncoder) timeline(t *htmlTimeline) {
 	e.raw(`{"event":`)
-	e.i64s(t.Event)
+	signed(e, t.Event)
 	e.raw(`,"time_us":`)
-	e.i64s(t.TimeUS)
+	signed(e, t.TimeUS)
 	e.raw(`,"live":`)
-	e.u64s(t.Live)
+	unsigned(e, t.Live)
 	e.raw(`,"max_live":`)
-	e.u64s(t.MaxLive)
+	unsigned(e, t.MaxLive)
 	e.raw(`,"requested":`)
-	e.u64s(t.Requested)
+	unsigned(e, t.Requested)
 	e.raw(`,"reserved":`)
-	e.u64s(t.Reserved)
+	unsigned(e, t.Reserved)
 	e.raw(`,"max_reserved":`)
-	e.u64s(t.MaxReserved)
+	unsigned(e, t.MaxReserved)
 	e.raw(`,"free":`)
-	e.u64s(t.Free)
+	unsigned(e, t.Free)
 	e.raw(`,"largest_free":`)
-	e.u64s(t.LargestFree)
+	unsigned(e, t.LargestFree)
 	e.raw(`,"devices":`)
 	list(e, t.Devices, (*dataEncoder).deviceTimeline)
 	e.raw(`,"detail":[`)
@@ -485,15 +457,15 @@ func (e *dataEncoder) deviceTimeline(t *htmlDeviceTimeline) {
 	e.raw(`{"index":`)
 	e.i64(int64(t.Index))
 	e.raw(`,"live":`)
-	e.u64s(t.Live)
+	unsigned(e, t.Live)
 	e.raw(`,"max_live":`)
-	e.u64s(t.MaxLive)
+	unsigned(e, t.MaxLive)
 	e.raw(`,"requested":`)
-	e.u64s(t.Requested)
+	unsigned(e, t.Requested)
 	e.raw(`,"reserved":`)
-	e.u64s(t.Reserved)
+	unsigned(e, t.Reserved)
 	e.raw(`,"max_reserved":`)
-	e.u64s(t.MaxReserved)
+	unsigned(e, t.MaxReserved)
 	e.raw("}")
 }
 
@@ -618,7 +590,7 @@ func (e *dataEncoder) par(p *htmlPAR) {
 	e.raw(`,"settings":`)
 	e.strs(p.Settings)
 	e.raw(`,"k":`)
-	e.ints(p.K)
+	signed(e, p.K)
 	e.raw(`,"p_oom":`)
 	grid(p.POOM)
 	e.raw(`,"throughput":`)
@@ -626,7 +598,7 @@ func (e *dataEncoder) par(p *htmlPAR) {
 	e.raw(`,"throughput_unit":`)
 	e.str(p.ThroughputUnit)
 	e.raw(`,"saturation":`)
-	e.ints(p.Saturation)
+	signed(e, p.Saturation)
 	e.raw(`,"notes":`)
 	e.strs(p.Notes)
 	e.raw("}")
