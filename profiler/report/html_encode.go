@@ -21,11 +21,11 @@ package report
 //     omitempty fields left out when empty.
 //
 // It is not a json.Marshaler: encoding/json would parse and compact a
-// Marshaler's output again, which cost more than it saved. The test
-// TestDataEncoderAsMarshal compares the two on every real snapshot's page
-// and on documents filled at random through reflection (so a field added
-// to a type without its line here fails), and FuzzDataEncoderStrings on
-// strings and floats of every escape case.
+// Marshaler's output again, which cost more than it saved. The tests
+// compare the two: TestDataEncoderRealSnapshots on every real snapshot's
+// page, TestDataEncoderAsMarshal on documents filled at random through
+// reflection (so a field added to a type without its line here fails),
+// and FuzzDataEncoderStrings on strings and floats of every escape case.
 //
 // The bytes go to the writer in chunks of about dataChunk from one buffer,
 // never as one document: a long trace's is megabytes. Before the first
