@@ -1,6 +1,9 @@
 package allocator
 
-import "sort"
+import (
+	"cmp"
+	"slices"
+)
 
 // Block states in a snapshot, PyTorch's strings.
 const (
@@ -48,15 +51,34 @@ func (a *Allocator) Snapshot() Snapshot {
 }
 
 func (a *Allocator) snapshot() Snapshot {
-	var out []SegmentInfo
 	// A run ends at a block lent to a stitched range: the stitched range
 	// shows as a run of its own, the lent block in neither.
 	inRun := func(b *Block) bool { return b != nil && b.mapped && b.lentTo == nil }
+	// Each mapped run is a segment; a block after a mapped one continues
+	// the run.
+	starts := func(b *Block) bool { return inRun(b) && !inRun(b.prev) }
+	// The runs and their blocks are counted first, so that the segments
+	// and every segment's blocks are carved from one array each: a slice
+	// grown per segment cost a profiler's capture most of its allocations.
+	runs, blocks := 0, 0
 	for _, seg := range a.segments {
 		for b := seg.head; b != nil; b = b.next {
-			// Each mapped run is a segment; a block after a mapped one
-			// continues the run.
-			if !inRun(b) || inRun(b.prev) {
+			if starts(b) {
+				runs++
+			}
+			if inRun(b) {
+				blocks++
+			}
+		}
+	}
+	if runs == 0 {
+		return Snapshot{}
+	}
+	out := make([]SegmentInfo, 0, runs)
+	all := make([]BlockInfo, blocks)
+	for _, seg := range a.segments {
+		for b := seg.head; b != nil; b = b.next {
+			if !starts(b) {
 				continue
 			}
 			si := SegmentInfo{
@@ -66,6 +88,7 @@ func (a *Allocator) snapshot() Snapshot {
 			if seg.pool.small {
 				si.SegmentType = "small"
 			}
+			n := 0
 			for r := b; inRun(r); r = r.next {
 				bi := BlockInfo{Address: r.addr, Size: r.size, RequestedSize: r.requested, State: StateInactive}
 				active := r.allocated || r.eventCount > 0 || len(r.streamUses) > 0
@@ -80,11 +103,16 @@ func (a *Allocator) snapshot() Snapshot {
 					si.ActiveSize += r.size
 					si.RequestedSize += r.requested
 				}
-				si.Blocks = append(si.Blocks, bi)
+				all[n] = bi
+				n++
 			}
+			// Capped: appending to one segment's blocks cannot overwrite
+			// the next one's.
+			si.Blocks, all = all[:n:n], all[n:]
 			out = append(out, si)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Address < out[j].Address })
+	// Addresses are distinct: the order is the one sort.Slice gave.
+	slices.SortFunc(out, func(x, y SegmentInfo) int { return cmp.Compare(x.Address, y.Address) })
 	return Snapshot{Segments: out}
 }

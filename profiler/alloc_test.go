@@ -64,3 +64,27 @@ func TestSiteFramesDoNotAlias(t *testing.T) {
 		require.Equal(t, len(s.Frames), cap(s.Frames), "%s", s.Label)
 	}
 }
+
+// Finish hands its profile the timeline itself, not a copy: a replay that
+// goes on after it (samples appended, the timeline thinned in place) must
+// not change that profile, and a second Finish gets a timeline of its own.
+func TestFinishTimelineNotShared(t *testing.T) {
+	p := profiler.New(nil, profiler.Options{MaxSamples: 4})
+	r := newRig(t, p, 0, 1<<34, "")
+	for i := range 6 {
+		r.malloc(string(rune('a'+i)), MiB, 1)
+	}
+	first := p.Finish()
+	require.NotEmpty(t, first.Timeline)
+	want := append([]profiler.Sample(nil), first.Timeline...)
+	second := p.Finish()
+	require.Equal(t, want, second.Timeline)
+	second.Timeline[0].LiveBytes = 12345
+	require.Equal(t, want, first.Timeline, "a second Finish's timeline is its own")
+	for i := range 20 {
+		r.malloc(string(rune('k'+i)), MiB, 1) // samples, and thinning in place
+	}
+	third := p.Finish()
+	require.Equal(t, want, first.Timeline, "the replay went on after Finish")
+	require.NotEqual(t, want, third.Timeline)
+}

@@ -41,11 +41,19 @@ func (p *Profiler) Finish() *Profile {
 		p.sample(p.events - 1)
 	}
 
+	// The first profile gets the timeline itself, not a copy (20,000
+	// samples for a page); a later sample copies it first (timelineGiven),
+	// and a later Finish gets its own copy.
+	timeline := p.timeline[:len(p.timeline):len(p.timeline)]
+	if p.timelineGiven {
+		timeline = slices.Clone(p.timeline)
+	}
+	p.timelineGiven = p.timeline != nil
 	prof := &Profile{
 		Events:         p.events,
 		Peak:           p.totalPeak,
 		SampleEvery:    p.every,
-		Timeline:       slices.Clone(p.timeline),
+		Timeline:       timeline,
 		OOMs:           slices.Clone(p.ooms),
 		OOMsDropped:    p.oomsDropped,
 		Retries:        slices.Clone(p.retries),

@@ -56,6 +56,10 @@ type Profiler struct {
 	every      int64 // timeline interval
 	nextSample int64
 	timeline   []Sample
+	// timelineGiven: a profile from Finish holds the timeline itself, so
+	// the next sample copies it first (Finish does not copy it: a replay
+	// is over when it is called).
+	timelineGiven bool
 	// timelineCap is the timeline's expected length, from ExpectedEvents.
 	timelineCap int
 	detail      *detail // nil unless Options.DetailEvents
@@ -240,7 +244,7 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 	p := &Profiler{stacks: stacks, opts: opts, every: 1,
 		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
 	if opts.DetailEvents > 0 {
-		p.detail = newDetail(opts.DetailEvents)
+		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
 	}
 	if n := opts.ExpectedEvents; n > 0 {
 		// The timeline is thinned when it reaches MaxSamples, so aim

@@ -28,6 +28,10 @@ func (p *Profiler) sample(index int64) {
 	if p.timeline == nil && p.timelineCap > 0 {
 		p.timeline = make([]Sample, 0, p.timelineCap)
 	}
+	if p.timelineGiven {
+		p.timeline = append(make([]Sample, 0, cap(p.timeline)), p.timeline...)
+		p.timelineGiven = false
+	}
 	p.timeline = append(p.timeline, s)
 	if len(p.timeline) >= p.opts.MaxSamples {
 		p.thin()

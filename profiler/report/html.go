@@ -57,7 +57,6 @@ package report
 
 import (
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"html"
 	"io"
@@ -138,27 +137,36 @@ func WriteHTML(w io.Writer, r *HTMLReport) error {
 	if err != nil {
 		return err
 	}
-	// encoding/json escapes <, > and & in strings, so the document cannot
-	// close its <script> element early.
-	js, err := json.Marshal(d)
-	if err != nil {
+	// The document escapes <, > and & in strings as encoding/json does, so
+	// it cannot close its <script> element early.
+	// Checked before the page's first byte: an error writes nothing.
+	if err := finiteData(d); err != nil {
 		return err
 	}
 	titleText, subtitle := htmlTitles(r)
-	return writeFilled(w, htmlPage, map[string][]byte{
-		"{{TITLE}}":    []byte(html.EscapeString(titleText)),
-		"{{SUBTITLE}}": []byte(html.EscapeString(subtitle)),
-		"{{CSS}}":      []byte(htmlCSS),
-		"{{JS}}":       []byte(htmlJS),
-		"{{DATA}}":     js,
+	return writeFilled(w, htmlPage, map[string]func(io.Writer) error{
+		"{{TITLE}}":    text(html.EscapeString(titleText)),
+		"{{SUBTITLE}}": text(html.EscapeString(subtitle)),
+		"{{CSS}}":      text(htmlCSS),
+		"{{JS}}":       text(htmlJS),
+		"{{DATA}}":     func(w io.Writer) error { return writeData(w, d) },
 	})
 }
 
-// writeFilled writes page with each {{NAME}} in it replaced by fill's
-// value, as strings.Replacer would, but piece by piece into w: the page
-// and its data (megabytes for a long trace) are not copied into one
-// string first. A {{ that starts no key in fill is written as it is.
-func writeFilled(w io.Writer, page string, fill map[string][]byte) error {
+// text is a value for writeFilled: s as it is.
+func text(s string) func(io.Writer) error {
+	return func(w io.Writer) error {
+		_, err := io.WriteString(w, s)
+		return err
+	}
+}
+
+// writeFilled writes page with each {{NAME}} in it replaced by what
+// fill's function writes, as strings.Replacer would, but piece by piece
+// into w: the page and its data (megabytes for a long trace) are not
+// copied into one string first. A {{ that starts no key in fill is written
+// as it is.
+func writeFilled(w io.Writer, page string, fill map[string]func(io.Writer) error) error {
 	for page != "" {
 		i := strings.Index(page, "{{")
 		j := strings.Index(page[max(i, 0):], "}}")
@@ -170,12 +178,12 @@ func writeFilled(w io.Writer, page string, fill map[string][]byte) error {
 		v, ok := fill[page[i:end]]
 		if !ok {
 			end = i + 2
-			v = []byte(page[i:end])
+			v = text(page[i:end])
 		}
 		if _, err := io.WriteString(w, page[:i]); err != nil {
 			return err
 		}
-		if _, err := w.Write(v); err != nil {
+		if err := v(w); err != nil {
 			return err
 		}
 		page = page[end:]

@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -11,11 +12,13 @@ import (
 // writeFilled writes what strings.Replacer made of the page before: the
 // real template, a {{ that starts no key, a key at either end.
 func TestWriteFilledAsReplacer(t *testing.T) {
-	fill := map[string][]byte{"{{TITLE}}": []byte("a &lt; b"), "{{SUBTITLE}}": []byte("s"),
-		"{{CSS}}": []byte(htmlCSS), "{{JS}}": []byte(htmlJS), "{{DATA}}": []byte(`{"x":"{{TITLE}}"}`)}
+	values := map[string]string{"{{TITLE}}": "a &lt; b", "{{SUBTITLE}}": "s", "{{CSS}}": htmlCSS, "{{JS}}": htmlJS,
+		"{{DATA}}": `{"x":"{{TITLE}}"}`}
+	fill := map[string]func(io.Writer) error{}
 	var pairs []string
-	for k, v := range fill {
-		pairs = append(pairs, k, string(v))
+	for k, v := range values {
+		pairs = append(pairs, k, v)
+		fill[k] = text(v)
 	}
 	r := strings.NewReplacer(pairs...)
 	for _, page := range []string{htmlPage, "", "plain", "{{TITLE}}", "x{{TITLE}}y{{DATA}}", "{{ {{TITLE}} }} {{NOPE}} {{", "}}{{JS}}}}"} {

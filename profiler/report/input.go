@@ -299,13 +299,22 @@ func siteNames(in *Input, sites []profiler.Site) []string {
 	if in.Profile != nil {
 		all = in.Profile.Sites
 	}
-	count := map[string]int{}
+	// Each site's short name is found once (a walk of its frames): the
+	// sites named are among all, by stack.
+	count := make(map[string]int, len(all))
+	shortOf := make(map[trace.StackID]string, len(all))
 	for i := range all {
-		count[short(&all[i])]++
+		n := short(&all[i])
+		count[n]++
+		shortOf[all[i].Stack] = n
 	}
 	names := make([]string, len(sites))
 	for i := range sites {
-		names[i] = short(&sites[i])
+		n, ok := shortOf[sites[i].Stack]
+		if !ok {
+			n = short(&sites[i])
+		}
+		names[i] = n
 		if count[names[i]] > 1 {
 			names[i] += fmt.Sprintf(" [stack %d]", sites[i].Stack)
 		}
