@@ -20,6 +20,8 @@ import (
 	"os"
 
 	"github.com/spf13/pflag"
+
+	"github.com/memreplay/memreplay/internal/gcfloor"
 )
 
 const usage = `memreplay: replay GPU memory traces through a PyTorch-exact caching allocator
@@ -53,7 +55,15 @@ type usageError struct{ error }
 // checkFailed is a run whose check failed: exit code 1.
 var errCheckFailed = errors.New("check failed")
 
+// gcFloor is the heap below which the command does not collect
+// (internal/gcfloor): a run on a small trace lives for tens of
+// milliseconds and would otherwise collect every few MiB it allocates.
+// Above it the collector paces as Go's default does. GOGC or GOMEMLIMIT
+// in the environment overrides it.
+const gcFloor = 64 << 20
+
 func main() {
+	gcfloor.Set(gcFloor)
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -59,6 +59,7 @@ var Names = [...]string{"internal", "trace", "allocator", "sim", "profiler", "cm
 var Packages = map[string]Place{
 	"internal/cputime":     {Internal, 0},
 	"internal/datadriven":  {Internal, 0},
+	"internal/gcfloor":     {Internal, 0},
 	"internal/fakecuda":    {Internal, 0},
 	"internal/layers":      {Internal, 0},
 	"internal/outfile":     {Internal, 0},
