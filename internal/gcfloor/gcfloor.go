@@ -36,15 +36,24 @@ import (
 
 // Percent is the GC percent that makes the next heap goal the floor for
 // a live heap of live bytes, or 100 when 2 × live is above the floor.
+//
+// The runtime's goal is live × (1 + percent/100), but never under its
+// minimum heap, 4 MiB × percent/100 (runtime/mgcpacer.go, heapMinimum):
+// so while the live heap is under 4 MiB (and before the first cycle, when
+// nothing is measured) it is the minimum that must come to the floor, or
+// a percent sized for a 1 MiB heap would let the first cycle wait for
+// 64 times the floor.
 func Percent(live, floor uint64) int {
 	const minimum = 100
-	if live == 0 {
-		live = 1 << 20 // before the first cycle: nothing measured yet
-	}
-	if floor <= 2*live {
+	const heapMinimum = 4 << 20
+	if floor <= 2*max(live, heapMinimum/2) {
 		return minimum
 	}
-	return int((floor - live) * 100 / live)
+	p := floor * 100 / heapMinimum
+	if live > 0 {
+		p = min(p, (floor-live)*100/live)
+	}
+	return int(max(p, minimum))
 }
 
 // sentinel is the object whose finalizer runs once per cycle. It holds a

@@ -12,7 +12,8 @@ func TestPercent(t *testing.T) {
 		live, floor uint64
 		want        int
 	}{
-		{0, 64 * mib, 6300},         // nothing measured: as if 1 MiB were live
+		{0, 64 * mib, 1600},         // nothing measured: the minimum heap, 4 MiB x 16
+		{1 * mib, 64 * mib, 1600},   // a small heap: the minimum heap again, not 1 MiB x 64
 		{4 * mib, 64 * mib, 1500},   // goal 4 + 60 = 64 MiB
 		{16 * mib, 64 * mib, 300},   // goal 64 MiB
 		{31 * mib, 64 * mib, 106},   // just under half the floor
@@ -68,5 +69,22 @@ func TestFloorCutsCollections(t *testing.T) {
 	}
 	if p := debug.SetGCPercent(100); p <= 100 {
 		t.Fatalf("the tuner left GC percent %d on a small heap, want above 100", p)
+	}
+}
+
+// The floor bounds the heap too: with a 32 MiB floor, 128 MiB of garbage
+// on a small live heap is collected at least every 32 MiB or so. A first
+// goal sized for a 1 MiB live heap (31 x 1 MiB over the runtime's 4 MiB
+// minimum heap: 124 MiB) collected once or not at all.
+func TestFloorStillCollects(t *testing.T) {
+	if testing.Short() {
+		t.Skip("allocates 128 MiB")
+	}
+	defer debug.SetGCPercent(debug.SetGCPercent(100))
+	runtime.GC()
+	tu := start(32 << 20)
+	defer tu.stopped.Store(true)
+	if n := churn(128 << 20); n < 3 {
+		t.Fatalf("with a 32 MiB floor, %d collections over 128 MiB of garbage; want at least 3", n)
 	}
 }
