@@ -78,8 +78,9 @@ BENCH_BASE ?= 79798aa
 # corpus beside BENCH_BASE's code (bench/corpus.sh), the trial model
 # under par and trials (events/s on one core, allocations per event)
 # beside BENCH_BASE's (bench/compare.sh), the snapshot import
-# beside Python's pickle.load of the same file, and the C ABI's pair
-# beside the allocator alone and glibc's malloc+free.
+# beside Python's pickle.load of the same file, the C ABI's pair
+# beside the allocator alone and glibc's malloc+free, and the four
+# commands on a 1 GB snapshot beside BENCH_BASE's (bench/bigsnap.sh).
 # The machine and its load average are printed first: on a shared machine
 # the ratios hold, the absolute times move with the load.
 bench:
@@ -90,6 +91,7 @@ bench:
 	bash bench/compare.sh $(BENCH_BASE) 6 'sim/workers'
 	bash bench/import.sh
 	bash bench/libmemreplay.sh
+	bash bench/bigsnap.sh $(BENCH_BASE) 1
 	@echo "machine: load average $$(cut -d' ' -f1-3 /proc/loadavg) at the end"
 
 # growth: time, CPU time and peak RSS of replay, import, report and par
