@@ -9,7 +9,8 @@
 //	            the trial model, the worker pool, the PAR sweep, the study runner
 //	allocator/  the caching allocator, its settings, the real CUDA device
 //	trace/      the vocabulary: the trace model and its codecs
-//	internal/   test machinery shared by several layers; the output-file writer
+//	internal/   test machinery shared by several layers; the output-file writer;
+//	            the CLI's collector floor
 //
 // Data flows up the same way: a trace file is decoded by trace, replayed by
 // sim/replay through an allocator on a device (sim/gpu or allocator/cuda),
