@@ -283,7 +283,7 @@ func (s *freeSet) check() error {
 			if full := l.full&(1<<uint(i)) != 0; full != (len(bk.blocks) > 0) {
 				return fmt.Errorf("bucket %v: marked non-empty %v, holds %d blocks", k, full, len(bk.blocks))
 			}
-			if bk.sz == nil || bk.sz != s.sizes.nodes[k.size] {
+			if bk.sz == nil || bk.sz != s.sizes.nodes.get(k.size) {
 				return fmt.Errorf("bucket %v: not counted under its size", k)
 			}
 			refs[k.size]++
@@ -322,17 +322,18 @@ func (s *freeSet) check() error {
 	if bytes != s.bytes {
 		return fmt.Errorf("free bytes %d, recorded %d", bytes, s.bytes)
 	}
-	if len(s.sizes.nodes) != len(refs) || len(s.sizes.all) != len(refs) {
-		return fmt.Errorf("%d size nodes (%d listed) for %d sizes", len(s.sizes.nodes), len(s.sizes.all), len(refs))
+	if s.sizes.nodes.len() != len(refs) || len(s.sizes.all) != len(refs) {
+		return fmt.Errorf("%d size nodes (%d listed) for %d sizes", s.sizes.nodes.len(), len(s.sizes.all), len(refs))
 	}
 	for i, sn := range s.sizes.all {
-		if sn.at != i || s.sizes.nodes[sn.size] != sn {
-			return fmt.Errorf("size node %d listed at %d, or not in the map", sn.size, i)
+		if sn.at != i || s.sizes.nodes.get(sn.size) != sn {
+			return fmt.Errorf("size node %d listed at %d, or not in the index", sn.size, i)
 		}
 	}
 	var largest uint64
-	for size, sn := range s.sizes.nodes {
-		if sn.size != size || sn.refs != refs[size] || sn.full != sizes[size] {
+	for _, sn := range s.sizes.all {
+		size := sn.size
+		if sn.refs != refs[size] || sn.full != sizes[size] {
 			return fmt.Errorf("size %d: %d buckets, %d holding blocks; counted %d and %d", size, refs[size], sizes[size], sn.refs, sn.full)
 		}
 		if sn.full > 0 {
