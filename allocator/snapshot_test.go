@@ -6,7 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/allocator"
-	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 )
 
@@ -17,14 +16,7 @@ import (
 // reserved has no segments (nil, as before).
 func TestSnapshotSegmentsOwnBlocks(t *testing.T) {
 	for _, conf := range []string{"", "expandable_segments:True"} {
-		card, err := gpu.New(gpu.Options{Capacity: 1 << 36, NoContextOverhead: true})
-		require.NoError(t, err)
-		proc, err := card.NewProcess()
-		require.NoError(t, err)
-		c, err := config.Parse(conf)
-		require.NoError(t, err)
-		a, err := allocator.New(proc, c, allocator.WithInvariantChecks())
-		require.NoError(t, err)
+		_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 36, NoContextOverhead: true}, conf, allocator.WithInvariantChecks())
 		require.Nil(t, a.Snapshot().Segments, conf)
 
 		var live []*allocator.Block

@@ -2,7 +2,6 @@ package profiler
 
 import (
 	"math/rand/v2"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -37,14 +36,11 @@ func TestHiddenNameAsPatterns(t *testing.T) {
 		}
 		names = append(names, b.String())
 	}
-	for _, dir := range []string{"../../shared/traces/pytorch", "../traces/pytorch"} {
-		paths, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
-		for _, path := range paths {
-			tr, err := trace.ReadPyTorchFile(path)
-			require.NoError(t, err)
-			for i := 0; i < tr.Stacks.NumFrames(); i++ {
-				names = append(names, tr.Stacks.Frame(uint32(i)).Name)
-			}
+	for _, path := range realSnapshotFiles() {
+		tr, err := trace.ReadPyTorchFile(path)
+		require.NoError(t, err)
+		for i := 0; i < tr.Stacks.NumFrames(); i++ {
+			names = append(names, tr.Stacks.Frame(uint32(i)).Name)
 		}
 	}
 	for _, n := range names {

@@ -58,11 +58,7 @@ func TestSiteFramesMatchTrimFrames(t *testing.T) {
 // TestSiteFramesMatchOnRealSnapshots: the same on every stack of the real
 // snapshots.
 func TestSiteFramesMatchOnRealSnapshots(t *testing.T) {
-	var paths []string
-	for _, dir := range []string{"../../shared/traces/pytorch", "../traces/pytorch"} {
-		m, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
-		paths = append(paths, m...)
-	}
+	paths := realSnapshotFiles()
 	if len(paths) == 0 {
 		t.Skip("no real snapshots in ../shared/traces/pytorch or traces/pytorch")
 	}
@@ -73,4 +69,16 @@ func TestSiteFramesMatchOnRealSnapshots(t *testing.T) {
 		n += checkSiteFrames(t, tr.Stacks)
 	}
 	t.Logf("%d stacks in %d snapshots", n, len(paths))
+}
+
+// realSnapshotFiles are the real PyTorch snapshots beside the repository
+// (../shared/traces/pytorch) and in its traces/pytorch; none when neither
+// is there.
+func realSnapshotFiles() []string {
+	var paths []string
+	for _, dir := range []string{"../../shared/traces/pytorch", "../traces/pytorch"} {
+		m, _ := filepath.Glob(filepath.Join(dir, "*.pickle"))
+		paths = append(paths, m...)
+	}
+	return paths
 }

@@ -2,11 +2,9 @@ package main
 
 import (
 	"bytes"
-	"io"
 	"path/filepath"
 	"regexp"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -16,22 +14,7 @@ import (
 // replayOnTerminal runs replay with stderr on a terminal and returns what
 // it drew there.
 func replayOnTerminal(t *testing.T, args ...string) string {
-	term, reader := openPTY(t)
-	oldDelay, oldEvery := progressDelay, progressEvery
-	progressDelay, progressEvery = 0, 0
-	defer func() { progressDelay, progressEvery = oldDelay, oldEvery }()
-	var got bytes.Buffer
-	done := make(chan struct{})
-	go func() { _, _ = io.Copy(&got, reader); close(done) }()
-	var out bytes.Buffer
-	require.NoError(t, replayCmd(args, &out, term))
-	term.Close()
-	select {
-	case <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the terminal's reader did not finish")
-	}
-	return got.String()
+	return onTerminal(t, replayCmd, args)
 }
 
 // A snapshot replayed while it is imported draws the progress it drew

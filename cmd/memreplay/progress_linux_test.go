@@ -47,9 +47,9 @@ func itoa(n uint32) string {
 	}
 }
 
-// parOnTerminal runs par with stderr on a terminal and returns what it drew
-// there.
-func parOnTerminal(t *testing.T, extra ...string) string {
+// onTerminal runs cmd with stderr on a terminal, progress drawn at once
+// and at every step, and returns what it drew there.
+func onTerminal(t *testing.T, cmd func(args []string, stdout, stderr io.Writer) error, args []string) string {
 	term, reader := openPTY(t)
 	oldDelay, oldEvery := progressDelay, progressEvery
 	progressDelay, progressEvery = 0, 0
@@ -58,9 +58,7 @@ func parOnTerminal(t *testing.T, extra ...string) string {
 	done := make(chan struct{})
 	go func() { _, _ = io.Copy(&got, reader); close(done) }()
 	var out bytes.Buffer
-	// One mix at a time, so that progress is reported between mixes.
-	args := append(quickPar(tinySpace(t), "--parallel", "1", "--mixes", "6"), extra...)
-	require.NoError(t, parCmd(args, &out, term))
+	require.NoError(t, cmd(args, &out, term))
 	// Closing the terminal side ends the reader's copy (EIO) once it has
 	// read everything.
 	term.Close()
@@ -70,6 +68,13 @@ func parOnTerminal(t *testing.T, extra ...string) string {
 		t.Fatal("the terminal's reader did not finish")
 	}
 	return got.String()
+}
+
+// parOnTerminal runs par with stderr on a terminal and returns what it drew
+// there.
+func parOnTerminal(t *testing.T, extra ...string) string {
+	// One mix at a time, so that progress is reported between mixes.
+	return onTerminal(t, parCmd, append(quickPar(tinySpace(t), "--parallel", "1", "--mixes", "6"), extra...))
 }
 
 func TestParProgressOnATerminal(t *testing.T) {

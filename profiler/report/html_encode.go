@@ -258,9 +258,9 @@ func (e *dataEncoder) strs(v []string) {
 	e.b = append(e.b, ']')
 }
 
-// signed and unsigned write arrays of numbers: the timeline's columns
-// (tens of thousands each) and lists of indices.
-func signed[T int | int64](e *dataEncoder, v []T) {
+// numbers writes an array of integers: the timeline's columns (tens of
+// thousands each) and lists of indices.
+func numbers[T int | int64 | uint32 | uint64](e *dataEncoder, v []T) {
 	if v == nil {
 		e.raw("null")
 		return
@@ -275,27 +275,11 @@ func signed[T int | int64](e *dataEncoder, v []T) {
 				b = e.b
 			}
 		}
-		b = strconv.AppendInt(b, int64(x), 10)
-	}
-	e.b = append(b, ']')
-}
-
-func unsigned[T uint32 | uint64](e *dataEncoder, v []T) {
-	if v == nil {
-		e.raw("null")
-		return
-	}
-	b := append(e.b, '[')
-	for i, x := range v {
-		if i > 0 {
-			b = append(b, ',')
-			if i&1023 == 0 && len(b) >= dataChunk {
-				e.b = b
-				e.flush()
-				b = e.b
-			}
+		if x < 0 { // never for the unsigned types; their values fit uint64
+			b = strconv.AppendInt(b, int64(x), 10)
+		} else {
+			b = strconv.AppendUint(b, uint64(x), 10)
 		}
-		b = strconv.AppendUint(b, uint64(x), 10)
 	}
 	e.b = append(b, ']')
 }
@@ -381,7 +365,7 @@ func (e *dataEncoder) data(d *htmlData) {
 		e.i64(int64(*d.Best))
 	}
 	e.raw(`,"tied":`)
-	signed(e, d.Tied)
+	numbers(e, d.Tied)
 	e.raw(`,"same_setting":`)
 	e.boolean(d.SameSetting)
 	e.raw(`,"same_trace":`)
@@ -417,33 +401,33 @@ func (e *dataEncoder) run(r *htmlRun) {
 	e.raw(`,"sites":`)
 	object(e, r.Sites, (*dataEncoder).site)
 	e.raw(`,"top_live":`)
-	unsigned(e, r.TopLive)
+	numbers(e, r.TopLive)
 	e.raw(`,"top_waste":`)
-	unsigned(e, r.TopWaste)
+	numbers(e, r.TopWaste)
 	e.raw(`,"colored_sites":`)
-	unsigned(e, r.ColoredSites)
+	numbers(e, r.ColoredSites)
 	e.raw("}")
 }
 
 func (e *dataEncoder) timeline(t *htmlTimeline) {
 	e.raw(`{"event":`)
-	signed(e, t.Event)
+	numbers(e, t.Event)
 	e.raw(`,"time_us":`)
-	signed(e, t.TimeUS)
+	numbers(e, t.TimeUS)
 	e.raw(`,"live":`)
-	unsigned(e, t.Live)
+	numbers(e, t.Live)
 	e.raw(`,"max_live":`)
-	unsigned(e, t.MaxLive)
+	numbers(e, t.MaxLive)
 	e.raw(`,"requested":`)
-	unsigned(e, t.Requested)
+	numbers(e, t.Requested)
 	e.raw(`,"reserved":`)
-	unsigned(e, t.Reserved)
+	numbers(e, t.Reserved)
 	e.raw(`,"max_reserved":`)
-	unsigned(e, t.MaxReserved)
+	numbers(e, t.MaxReserved)
 	e.raw(`,"free":`)
-	unsigned(e, t.Free)
+	numbers(e, t.Free)
 	e.raw(`,"largest_free":`)
-	unsigned(e, t.LargestFree)
+	numbers(e, t.LargestFree)
 	e.raw(`,"devices":`)
 	list(e, t.Devices, (*dataEncoder).deviceTimeline)
 	e.raw(`,"detail":[`)
@@ -457,15 +441,15 @@ func (e *dataEncoder) deviceTimeline(t *htmlDeviceTimeline) {
 	e.raw(`{"index":`)
 	e.i64(int64(t.Index))
 	e.raw(`,"live":`)
-	unsigned(e, t.Live)
+	numbers(e, t.Live)
 	e.raw(`,"max_live":`)
-	unsigned(e, t.MaxLive)
+	numbers(e, t.MaxLive)
 	e.raw(`,"requested":`)
-	unsigned(e, t.Requested)
+	numbers(e, t.Requested)
 	e.raw(`,"reserved":`)
-	unsigned(e, t.Reserved)
+	numbers(e, t.Reserved)
 	e.raw(`,"max_reserved":`)
-	unsigned(e, t.MaxReserved)
+	numbers(e, t.MaxReserved)
 	e.raw("}")
 }
 
@@ -590,7 +574,7 @@ func (e *dataEncoder) par(p *htmlPAR) {
 	e.raw(`,"settings":`)
 	e.strs(p.Settings)
 	e.raw(`,"k":`)
-	signed(e, p.K)
+	numbers(e, p.K)
 	e.raw(`,"p_oom":`)
 	grid(p.POOM)
 	e.raw(`,"throughput":`)
@@ -598,7 +582,7 @@ func (e *dataEncoder) par(p *htmlPAR) {
 	e.raw(`,"throughput_unit":`)
 	e.str(p.ThroughputUnit)
 	e.raw(`,"saturation":`)
-	signed(e, p.Saturation)
+	numbers(e, p.Saturation)
 	e.raw(`,"notes":`)
 	e.strs(p.Notes)
 	e.raw("}")
