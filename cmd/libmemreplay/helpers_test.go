@@ -68,7 +68,7 @@ func (a *artifact) need(t testing.TB, build func() (path, skip, fail string)) st
 	return a.path
 }
 
-var fakeLib, sharedLib, harness, harnessCxx artifact
+var fakeLib, sharedLib, harness, harnessCxx, harnessCxxLib, harnessPyHost artifact
 
 // compiler returns the C (or C++) compiler: $CC/$CXX, else gcc/g++, else
 // cc/c++.
@@ -154,6 +154,19 @@ func needHarnessCxx(t testing.TB) string {
 	return harnessCxx.need(t, func() (string, string, string) {
 		return compile(true, "harness_cxx", "testdata/harness_cxx.cc", "-ldl")
 	})
+}
+
+// needPyHost builds the C++ host as a library and the C program that
+// loads it locally, as CPython loads torch (testdata/harness_pyhost.c):
+// the command line that runs it, to which LIB and SIZE are appended.
+func needPyHost(t testing.TB) []string {
+	so := harnessCxxLib.need(t, func() (string, string, string) {
+		return compile(true, "harness_cxx.so", "-shared", "-fPIC", "-DHARNESS_AS_LIBRARY", "testdata/harness_cxx.cc", "-ldl")
+	})
+	host := harnessPyHost.need(t, func() (string, string, string) {
+		return compile(false, "harness_pyhost", "testdata/harness_pyhost.c", "-ldl")
+	})
+	return []string{host, so}
 }
 
 // run is one harness process: its output lines and its stderr.

@@ -284,33 +284,41 @@ func TestThreads(t *testing.T) {
 // A failed malloc in a C++ host throws std::runtime_error through
 // PyTorch's std::function, with PyTorch's message (what PyTorch's Python
 // bindings turn into a RuntimeError), and the library serves the next
-// call; MEMREPLAY_OOM=null returns NULL instead.
+// call; MEMREPLAY_OOM=null returns NULL instead. Two hosts: a C++ program,
+// and a C program that loads the C++ code with RTLD_LOCAL as CPython loads
+// torch, where the C++ runtime is not in the global scope (on a real GPU
+// the library returned NULL there, and PyTorch made a tensor of it).
 func TestThrowInCxxHost(t *testing.T) {
-	h, lib := needHarnessCxx(t), needShared(t)
-	cxx := func(env []string, size string) []string {
-		cmd := exec.Command(h, lib, size)
-		cmd.Env = env
-		out, err := cmd.Output()
-		require.NoError(t, err, "%s", out)
-		return strings.Split(strings.TrimSpace(string(out)), "\n")
+	lib := needShared(t)
+	hosts := map[string][]string{"C++ program": {needHarnessCxx(t)}, "C program loading C++ locally": needPyHost(t)}
+	for name, host := range hosts {
+		t.Run(name, func(t *testing.T) {
+			cxx := func(env []string, size string) []string {
+				cmd := exec.Command(host[0], append(host[1:], lib, size)...)
+				cmd.Env = env
+				out, err := cmd.Output()
+				require.NoError(t, err, "%s", out)
+				return strings.Split(strings.TrimSpace(string(out)), "\n")
+			}
+			out := cxx(harnessEnv(t, 64*mib), "1000")
+			require.Len(t, out, 3, out)
+			require.True(t, strings.HasPrefix(out[0], "ok 0x"), out[0])
+			require.Equal(t, "freed", out[1])
+
+			out = cxx(harnessEnv(t, 64*mib), fmt.Sprint(100*mib))
+			require.Len(t, out, 2, out)
+			require.True(t, strings.HasPrefix(out[0], "threw CUDA out of memory. Tried to allocate 100.00 MiB. GPU 0 has a total capacity of 64.00 MiB"), out[0])
+			require.True(t, strings.HasPrefix(out[1], "after 0x"), out[1])
+
+			out = cxx(harnessEnv(t, 64*mib, "MEMREPLAY_OOM=null"), fmt.Sprint(100*mib))
+			require.Equal(t, "null", out[0])
+			require.True(t, strings.HasPrefix(out[1], "after 0x"), out[1])
+
+			// Any malloc failure throws, named as memreplay's.
+			out = cxx(harnessEnv(t, 64*mib, "MEMREPLAY_ALLOC_CONF=bogus:1"), "1000")
+			require.True(t, strings.HasPrefix(out[0], "threw memreplay: MEMREPLAY_ALLOC_CONF: "), out[0])
+		})
 	}
-	out := cxx(harnessEnv(t, 64*mib), "1000")
-	require.Len(t, out, 3, out)
-	require.True(t, strings.HasPrefix(out[0], "ok 0x"), out[0])
-	require.Equal(t, "freed", out[1])
-
-	out = cxx(harnessEnv(t, 64*mib), fmt.Sprint(100*mib))
-	require.Len(t, out, 2, out)
-	require.True(t, strings.HasPrefix(out[0], "threw CUDA out of memory. Tried to allocate 100.00 MiB. GPU 0 has a total capacity of 64.00 MiB"), out[0])
-	require.True(t, strings.HasPrefix(out[1], "after 0x"), out[1])
-
-	out = cxx(harnessEnv(t, 64*mib, "MEMREPLAY_OOM=null"), fmt.Sprint(100*mib))
-	require.Equal(t, "null", out[0])
-	require.True(t, strings.HasPrefix(out[1], "after 0x"), out[1])
-
-	// Any malloc failure throws, named as memreplay's.
-	out = cxx(harnessEnv(t, 64*mib, "MEMREPLAY_ALLOC_CONF=bogus:1"), "1000")
-	require.True(t, strings.HasPrefix(out[0], "threw memreplay: MEMREPLAY_ALLOC_CONF: "), out[0])
 }
 
 // workload is a script with a little of everything: caching, splitting,

@@ -19,8 +19,9 @@
  * This file is C: it throws through the C++ ABI, with the C++ runtime's
  * own entry points looked up at run time (__cxa_allocate_exception,
  * std::runtime_error's constructor, destructor and type_info,
- * __cxa_throw). A process without the C++ runtime loaded (a C program)
- * gets NULL instead, and so does any process with MEMREPLAY_OOM=null. The
+ * __cxa_throw), in the global scope or else in the libstdc++.so.6 the
+ * process has loaded (cxx_resolve). A process without the C++ runtime
+ * loaded (a C program) gets NULL instead, and so does any process with MEMREPLAY_OOM=null. The
  * exception is thrown after the Go call has returned, from this C frame:
  * no Go frame is ever unwound. -fexceptions (exports.go) gives this frame
  * the unwind tables the C++ unwinder walks.
@@ -61,17 +62,33 @@ static struct {
 } cxx;
 static pthread_once_t cxx_once = PTHREAD_ONCE_INIT;
 
-static void cxx_resolve(void) {
+static void cxx_lookup(void *from) {
 	/* The Itanium C++ ABI names, as libstdc++ exports them:
 	 * std::runtime_error::runtime_error(const char *) (GCC 5 and later),
 	 * std::runtime_error::~runtime_error(), typeinfo for
 	 * std::runtime_error. */
-	*(void **)&cxx.alloc = dlsym(RTLD_DEFAULT, "__cxa_allocate_exception");
-	*(void **)&cxx.ctor = dlsym(RTLD_DEFAULT, "_ZNSt13runtime_errorC1EPKc");
-	*(void **)&cxx.dtor = dlsym(RTLD_DEFAULT, "_ZNSt13runtime_errorD1Ev");
-	cxx.tinfo = dlsym(RTLD_DEFAULT, "_ZTISt13runtime_error");
-	*(void **)&cxx.thr = dlsym(RTLD_DEFAULT, "__cxa_throw");
+	*(void **)&cxx.alloc = dlsym(from, "__cxa_allocate_exception");
+	*(void **)&cxx.ctor = dlsym(from, "_ZNSt13runtime_errorC1EPKc");
+	*(void **)&cxx.dtor = dlsym(from, "_ZNSt13runtime_errorD1Ev");
+	cxx.tinfo = dlsym(from, "_ZTISt13runtime_error");
+	*(void **)&cxx.thr = dlsym(from, "__cxa_throw");
 	cxx.ok = cxx.alloc && cxx.ctor && cxx.dtor && cxx.tinfo && cxx.thr;
+}
+
+/* cxx_resolve finds the C++ runtime the process already has. A C++
+ * program has it in the global scope. CPython does not: it imports torch's
+ * extension modules with RTLD_LOCAL, so libstdc++ is in the process only
+ * as their dependency, invisible to RTLD_DEFAULT (on a real GPU the
+ * library then returned NULL and PyTorch made a tensor of it). RTLD_NOLOAD
+ * finds that same copy by its soname and never loads a new one, so the
+ * exception's type is the one PyTorch's handlers match. */
+static void cxx_resolve(void) {
+	cxx_lookup(RTLD_DEFAULT);
+	if (cxx.ok)
+		return;
+	void *h = dlopen("libstdc++.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	if (h != NULL)
+		cxx_lookup(h); /* the reference is kept: the library is never unloaded while h lives */
 }
 
 /* mr_throw throws std::runtime_error(msg) if the C++ runtime is loaded,

@@ -14,6 +14,11 @@
 //                              then "after PTR" (the library still serves a
 //                              small malloc after the failure) or "after
 //                              threw <what()>"
+//
+// Built with -shared -DHARNESS_AS_LIBRARY it is instead a library whose
+// harness_cxx_main a C program (harness_pyhost.c) loads with RTLD_LOCAL,
+// as CPython loads torch's extension modules: the C++ runtime is then in
+// the process but not in its global scope.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -25,7 +30,11 @@ typedef struct CUstream_st *cudaStream_t;
 using MallocFuncType = void *(size_t, int, cudaStream_t);
 using FreeFuncType = void(void *, size_t, int, cudaStream_t);
 
+#ifdef HARNESS_AS_LIBRARY
+extern "C" int harness_cxx_main(int argc, char **argv) {
+#else
 int main(int argc, char **argv) {
+#endif
 	if (argc != 3) {
 		std::fprintf(stderr, "usage: harness_cxx LIB SIZE\n");
 		return 2;
