@@ -266,9 +266,9 @@ func recordedWithStats(t *testing.T) [][2]string {
 
 // Every trace committed with its recording process's memory_stats() is
 // replayed with the trace's own settings, and must end with the statistics
-// PyTorch counted (the keys the trace determines; memstats.go). None is
-// committed yet: no GPU was lent to the tasks so far, and
-// bench/gpu_record_trials.py makes them (docs/cuda.md, the checklist).
+// PyTorch counted (the keys the trace determines; memstats.go): the ones
+// in traces/recorded, recorded on an H200 by bench/gpu_record_trials.py
+// and bench/gpu-pytorch.sh (docs/cuda.md, the checklist).
 func TestRecordedTracesPredictMemoryStats(t *testing.T) {
 	pairs := recordedWithStats(t)
 	if len(pairs) == 0 {

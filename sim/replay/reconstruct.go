@@ -99,19 +99,19 @@ func reconstruct(t *whole, cfg config.Config, policy allocator.Policy) *Reconstr
 // reconstructWalk is reconstruct; when it walked the events (walked),
 // it also returns their ooms, for impliedFrom, so that Prepare walks a
 // trace of millions of events once.
-func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Reconstruction, []oomAt, bool) {
+func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Reconstruction, oomWalk, bool) {
 	if policy == nil {
 		policy = allocator.PyTorch{}
 	}
 	if *t.initial != nil {
 		if *t.reconstructed {
-			return summarize(*t.initial, t.header.Notes), nil, false
+			return summarize(*t.initial, t.header.Notes), oomWalk{}, false
 		}
-		return nil, nil, false
+		return nil, oomWalk{}, false
 	}
 	r := newReconWalk()
 	t.each(r.Event)
-	return r.finish(t, cfg, policy), r.ooms, true
+	return r.finish(t, cfg, policy), r.implied(), true
 }
 
 // reconWalk is the reconstruction's walk over the events; it is a
@@ -125,6 +125,16 @@ type reconWalk struct {
 }
 
 func newReconWalk() *reconWalk { return &reconWalk{devs: map[int32]*devWalk{}} }
+
+// implied is what impliedFrom needs of the walk: the ooms, and each
+// device's peak of reserved bytes.
+func (r *reconWalk) implied() oomWalk {
+	peaks := make(map[int32]int64, len(r.devs))
+	for d, w := range r.devs {
+		peaks[d] = w.peak
+	}
+	return oomWalk{ooms: r.ooms, peaks: peaks}
+}
 
 // Restart forgets the events seen (trace.EventObserver).
 func (r *reconWalk) Restart() { *r = *newReconWalk() }
@@ -169,13 +179,15 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 		w.expandable = append(w.expandable, addrRange{e.Addr, e.Size})
 		if e.Action == trace.ActionSegmentMap {
 			w.reserved += int64(e.Size)
+			w.peak = max(w.peak, w.reserved)
 		} else {
 			w.reserved -= int64(e.Size)
 		}
 	case trace.ActionOOM:
-		r.ooms = append(r.ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: w.reserved})
+		r.ooms = append(r.ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, size: e.Size, delta: w.reserved})
 	case trace.ActionSegmentAlloc:
 		w.reserved += int64(e.Size)
+		w.peak = max(w.peak, w.reserved)
 		w.created[e.Addr] = true
 	case trace.ActionSegmentFree:
 		w.reserved -= int64(e.Size)
@@ -289,6 +301,7 @@ type devWalk struct {
 	pre      map[uint64]*trace.Segment // segments that existed at the start
 	state    addrStates
 	reserved int64 // segment bytes the events created less those they freed, so far
+	peak     int64 // the most reserved ever was (impliedFrom's lower bound of a limit)
 	// preLive holds the addresses in lives, the blocks live before the
 	// first event, in the order they were found: the final state's come
 	// in address order, so that build's sort has little to do (ordered
@@ -483,50 +496,91 @@ func summarize(init []trace.Segment, notes []string) *Reconstruction {
 // oom plus what the allocator held then (the smallest such figure, so that
 // every recorded OOM can recur). Devices without an oom stay unknown. It
 // returns, per device, the event index the figure came from.
+//
+// An oom at which the driver still had room for the segment the allocator
+// asked for did not come from the device: the process ran under a limit,
+// torch.cuda.set_per_process_memory_fraction (how one GPU is shared by
+// parallel trials, or made to act as a smaller card). When every oom of a
+// device is of that kind, the capacity is that limit instead: above the
+// most the trace ever reserved (every segment it got fitted) and below
+// what each oom held plus the segment it asked for (PyTorch refuses a
+// segment when reserved + segment > allowed). Any figure in between
+// replays the same; the roundest is taken (the one with the most trailing
+// zero bits), the figure a person sets: 24 GiB for a trial limited to
+// 24 GiB on a 141 GB card, where the device's own size would replay no
+// OOM at all.
 func ImpliedCapacity(t *trace.Trace) map[int32]int64 { return impliedCapacity(wholeOf(t)) }
 
-// oomAt is an oom event: its index, device, the driver's free bytes, and
-// the segment bytes the events before it had created less those they
-// freed (on its device).
+// oomAt is an oom event: its index, device, the driver's free bytes, the
+// size asked for, and the segment bytes the events before it had created
+// less those they freed (on its device).
 type oomAt struct {
 	i     int64
 	dev   int32
 	free  uint64
+	size  uint64
 	delta int64
 }
 
+// oomWalk is what a walk over the events found for impliedFrom: the ooms,
+// and each device's peak of segment bytes created less freed.
+type oomWalk struct {
+	ooms  []oomAt
+	peaks map[int32]int64
+}
+
 func impliedCapacity(t *whole) map[int32]int64 {
-	var ooms []oomAt
+	w := oomWalk{peaks: map[int32]int64{}}
 	delta := map[int32]int64{}
 	t.each(func(i int64, e *trace.Event) {
 		switch e.Action {
 		case trace.ActionSegmentAlloc, trace.ActionSegmentMap:
 			delta[e.Device] += int64(e.Size)
+			w.peaks[e.Device] = max(w.peaks[e.Device], delta[e.Device])
 		case trace.ActionSegmentFree, trace.ActionSegmentUnmap:
 			delta[e.Device] -= int64(e.Size)
 		case trace.ActionOOM:
-			ooms = append(ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, delta: delta[e.Device]})
+			w.ooms = append(w.ooms, oomAt{i: i, dev: e.Device, free: e.DeviceFree, size: e.Size, delta: delta[e.Device]})
 		}
 	})
-	return impliedFrom(t, ooms)
+	return impliedFrom(t, w)
 }
 
 // impliedFrom is ImpliedCapacity from the trace's ooms.
-func impliedFrom(t *whole, ooms []oomAt) map[int32]int64 {
+func impliedFrom(t *whole, w oomWalk) map[int32]int64 {
 	initial := map[int32]int64{}
 	for _, s := range *t.initial {
 		initial[s.Device] += int64(s.TotalSize)
 	}
-	best := map[int32]uint64{}
-	from := map[int32]int64{}
-	for _, o := range ooms {
-		c := o.free + uint64(max(initial[o.dev]+o.delta, 0))
+	type implied struct {
+		capacity  uint64 // the smallest free + held
+		from      int64  // the oom it came from
+		limitOnly bool   // every oom left the device room for its segment
+		below     uint64 // the least held + segment: a limit is under it
+		belowFrom int64
+		free      uint64 // the driver's free bytes at belowFrom
+	}
+	best := map[int32]*implied{}
+	cfg := config.Default()
+	for _, o := range w.ooms {
+		held := uint64(max(initial[o.dev]+o.delta, 0))
+		c := o.free + held
 		if c == 0 {
 			continue // no free bytes recorded (an RMM log): no figure
 		}
-		if b, ok := best[o.dev]; !ok || c < b {
-			best[o.dev] = c
-			from[o.dev] = o.i
+		seg := allocator.PyTorch{}.AllocationSize(&cfg, o.size)
+		b := best[o.dev]
+		if b == nil {
+			b = &implied{capacity: c, from: o.i, limitOnly: true, below: ^uint64(0)}
+			best[o.dev] = b
+		} else if c < b.capacity {
+			b.capacity, b.from = c, o.i
+		}
+		if o.free < seg {
+			b.limitOnly = false
+		}
+		if held+seg < b.below {
+			b.below, b.belowFrom, b.free = held+seg, o.i, o.free
 		}
 	}
 	ids := make([]int32, 0, len(best))
@@ -534,10 +588,22 @@ func impliedFrom(t *whole, ooms []oomAt) map[int32]int64 {
 		ids = append(ids, d)
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	from := make(map[int32]int64, len(best))
 	// No note: the device's CapacitySource says it, and the report notes
 	// it once, as used or, under check mode, not.
 	for _, d := range ids {
-		c, src := best[d], fmt.Sprintf("implied by the oom at event %d", from[d])
+		b := best[d]
+		c, src := b.capacity, fmt.Sprintf("implied by the oom at event %d", b.from)
+		from[d] = b.from
+		if peak := uint64(max(initial[d]+w.peaks[d], 1)); b.limitOnly && peak < b.below {
+			// A limit below the device (a memory fraction); a peak at or
+			// over the bound means the limit changed during the trace,
+			// and the device's size is the one figure left.
+			c = roundest(peak, b.below)
+			src = fmt.Sprintf("a limit implied by the oom at event %d, where the device had %s free", b.belowFrom,
+				allocator.FormatSize(b.free))
+			from[d] = b.belowFrom
+		}
 		found := false
 		h := t.header
 		for k := range h.Devices {
@@ -553,6 +619,24 @@ func impliedFrom(t *whole, ooms []oomAt) map[int32]int64 {
 		}
 	}
 	return from
+}
+
+// roundest is the number in [lo, hi) with the most trailing zero bits (lo
+// when lo >= hi).
+func roundest(lo, hi uint64) uint64 {
+	for k := 63; k >= 0; k-- {
+		step := uint64(1) << k
+		m := lo &^ (step - 1)
+		if m < lo {
+			if m += step; m < step {
+				continue // past 2^64
+			}
+		}
+		if m < hi {
+			return m
+		}
+	}
+	return lo
 }
 
 // Prepare readies an in-memory trace for replay: reconstructs the state
@@ -600,7 +684,7 @@ func openPrepared(path string, walk *reconWalk, also ...trace.EventObserver) (*t
 		return nil, nil, err
 	}
 	rec := walk.finish(t, cfg, nil)
-	impliedFrom(t, walk.ooms)
+	impliedFrom(t, walk.implied())
 	return o, rec, nil
 }
 
