@@ -150,12 +150,13 @@ gpu-dist: libmemreplay
 	$(GO) test -c -o dist/cuda.test ./allocator/cuda
 
 # gpu-check: on a machine with an NVIDIA GPU, after `make gpu-dist` (here or
-# there): the backend's suite on the real driver and every trace replayed on
-# the GPU (bench/gpu-check.sh), then PyTorch trained with its own allocator
-# and with libmemreplay, and the recordings replayed against memory_stats()
-# (bench/gpu-pytorch.sh, needs torch). Results in $(OUT) (docs/cuda.md).
+# there), docs/cuda.md's whole checklist (bench/gpu-all.sh, each step under a
+# time limit): the backend's suite on the real driver and every trace
+# replayed on the GPU (bench/gpu-check.sh), PyTorch trained with its own
+# allocator and with libmemreplay (bench/gpu-pytorch.sh, needs torch), and
+# BERT-base trials recorded and replayed against their memory_stats(), on
+# the whole GPU and under a 24 GiB limit. Results in $(OUT) (docs/cuda.md).
 OUT ?= out
 .PHONY: gpu-check
 gpu-check:
-	OUT=$(OUT) bash bench/gpu-check.sh dist/cuda.test
-	OUT=$(OUT) MEMREPLAY_BIN=dist/memreplay bash bench/gpu-pytorch.sh dist/libmemreplay.so
+	OUT=$(OUT) bash bench/gpu-all.sh
