@@ -242,6 +242,20 @@ class Diagnoses(unittest.TestCase):
         self.assertTrue(memreplay.is_oom(RuntimeError("CUDA out of memory. Tried to allocate 2 MiB")))
         self.assertFalse(memreplay.is_oom(ValueError("bad batch")))
 
+    def test_limited_by_a_memory_fraction(self):
+        # Word for word from a BERT-base trial (batch 128 x 512, fp16) on an H200 limited to 24 GiB by
+        # set_per_process_memory_fraction (traces/recorded): the device had 115 GiB free, so the
+        # limit, not other processes, is what the trial ran into.
+        msg = ("CUDA out of memory. Tried to allocate 192.00 MiB. GPU 0 has a total capacity of 139.80 GiB of which "
+               "115.19 GiB is free. Including non-PyTorch memory, this process has 24.60 GiB memory in use. 24.00 GiB "
+               "allowed; Of the allocated memory 23.91 GiB is allocated by PyTorch, and 15.67 MiB is reserved by "
+               "PyTorch but unallocated. If reserved but unallocated memory is large try setting "
+               "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True to avoid fragmentation.")
+        d = memreplay.diagnose(msg)
+        self.assertEqual(d["kind"], "capacity")
+        self.assertEqual(d["allowed"], 24 << 30)
+        self.assertTrue(d["text"].startswith("this trial holds 23.93 GiB and asked 192.00 MiB more: over the 24.00 GiB"), d["text"])
+
     def test_estimate(self):
         need_cli(self)
         p = memreplay.estimate({"model": "bert-large", "batch": 16, "seq_len": 128, "precision": "fp16"})
