@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/internal/fakecuda"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // newTestLib builds a library on the in-process fake driver with the
@@ -37,6 +39,35 @@ func newTestLib(t testing.TB, conf string, edit func(*options)) (*library, *byte
 	return l, &stderr
 }
 
+// keepEvidence writes a recording that did not replay where it outlives
+// the test (the system's temporary directory) and logs its path: the
+// divergence seen once in a few hundred runs under load is then there to
+// study (memreplay replay --check FILE).
+func keepEvidence(t *testing.T, tr *trace.Trace) {
+	t.Helper()
+	f := evidenceFile(t)
+	if f == "" {
+		return
+	}
+	if err := trace.WriteFile(f, tr); err != nil {
+		t.Logf("keeping the recording: %v", err)
+		return
+	}
+	t.Logf("the recording that diverged: %s", f)
+}
+
+// evidenceFile is a new file named for the test in the system's temporary
+// directory, or "" (logged) when none can be made.
+func evidenceFile(t *testing.T) string {
+	f, err := os.CreateTemp("", "memreplay-"+strings.NewReplacer("/", "_", ":", "_").Replace(t.Name())+"-*.mrt")
+	if err != nil {
+		t.Logf("keeping the recording: %v", err)
+		return ""
+	}
+	f.Close()
+	return f.Name()
+}
+
 // Concurrent callers on two devices with the recording on: empty_cache,
 // record_stream and stats race with malloc and free, and the recording
 // still replays decision for decision.
@@ -53,6 +84,9 @@ func TestConcurrentRecording(t *testing.T) {
 			res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
 			require.NoError(t, err)
 			c := res.Check
+			if c.FirstDivergence != nil {
+				keepEvidence(t, tr)
+			}
 			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
 			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
 			require.Greater(t, c.DecisionsExpected, int64(iters))

@@ -387,6 +387,12 @@ func TestTraceReplaysExactly(t *testing.T) {
 			res, err := replay.Run(o.Reader, replay.Options{Check: true, InvariantChecks: true})
 			require.NoError(t, err)
 			c := res.Check
+			if c.FirstDivergence != nil { // keep the recording (keepEvidence)
+				b, err := os.ReadFile(tracePath)
+				if f := evidenceFile(t); f != "" && err == nil && os.WriteFile(f, b, 0o644) == nil {
+					t.Logf("the recording that diverged: %s", f)
+				}
+			}
 			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
 			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
 			require.Greater(t, c.DecisionsExpected, int64(1000))
