@@ -5,6 +5,10 @@
 #
 # Usage: bench/scaling.sh [rounds]   (default 5)
 # Environment: SCALING_MIXES  mixes per PAR and setting of the par run (default 8)
+#              SCALING_BIN    a folder with workers.test and memreplay built
+#                             elsewhere (`go test -c -o DIR/workers.test
+#                             ./sim/workers; go build -o DIR/memreplay
+#                             ./cmd/memreplay`), for a machine without Go
 #
 #  - BenchmarkFourWorkersTrialModel (sim/workers), events/s: one simulated
 #    GPU with four workers is a discrete-event simulation of one clock, run
@@ -30,8 +34,12 @@ cpus+=("$ncpu")
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-go test -c -o "$tmp/workers.test" ./sim/workers
-go build -o "$tmp/memreplay" ./cmd/memreplay
+if [ -n "${SCALING_BIN:-}" ]; then
+	cp "$SCALING_BIN/workers.test" "$SCALING_BIN/memreplay" "$tmp/"
+else
+	go test -c -o "$tmp/workers.test" ./sim/workers
+	go build -o "$tmp/memreplay" ./cmd/memreplay
+fi
 
 echo "machine: $ncpu CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 : >"$tmp/runs"
@@ -40,11 +48,16 @@ for r in $(seq "$rounds"); do
 		eps=$("$tmp/workers.test" -test.run '^$' -test.bench '^BenchmarkFourWorkersTrialModel$' -test.benchtime 3x \
 			-test.cpu "$k" | awk '/^BenchmarkFourWorkersTrialModel/ {for (i = 1; i < NF; i++) if ($(i+1) == "events/s") print $i}')
 		echo "workers $k $eps $(cut -d' ' -f1 /proc/loadavg) -" | tee -a "$tmp/runs"
-		t0=$(date +%s%N)
-		GOMAXPROCS=$k /usr/bin/time -o "$tmp/time" -f '%U %S' "$tmp/memreplay" par --mixes "$mixes" --steps 2 --parallel 0 --progress=false --format json >/dev/null
-		t1=$(date +%s%N)
-		read -r user sys <"$tmp/time"
-		echo "par $k $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", (b - a) / 1e9}') $(cut -d' ' -f1 /proc/loadavg) $(awk -v u="$user" -v s="$sys" 'BEGIN {printf "%.2f", u + s}')" | tee -a "$tmp/runs"
+		# wall and CPU seconds of one par run (python3's resource module,
+		# so that no /usr/bin/time is needed)
+		read -r wall cpu < <(GOMAXPROCS=$k python3 -c '
+import resource, subprocess, sys, time
+t = time.perf_counter()
+subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL, check=True)
+r = resource.getrusage(resource.RUSAGE_CHILDREN)
+print("%.2f %.2f" % (time.perf_counter() - t, r.ru_utime + r.ru_stime))' \
+			"$tmp/memreplay" par --mixes "$mixes" --steps 2 --parallel 0 --progress=false --format json)
+		echo "par $k $wall $(cut -d' ' -f1 /proc/loadavg) $cpu" | tee -a "$tmp/runs"
 	done
 done
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)"
