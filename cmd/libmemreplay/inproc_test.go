@@ -387,3 +387,85 @@ func TestPolicyStitchOnTheDriver(t *testing.T) {
 	require.NoError(t, l.free(tail))
 	require.Empty(t, stderr.String())
 }
+
+// A record_stream on one thread while a malloc on another releases cached
+// segments (its retry under a memory fraction): the recording must keep
+// each call's events where the allocator made them, and replay decision
+// for decision. The record_stream's entry used to be written after the
+// allocator's call, outside its lock, so another thread's malloc could
+// write its segment frees in between; a replay then met the frees before
+// the malloc that explains them (a recorded segment_free or segment_unmap
+// "the replay did not do", once in about a hundred runs of the threaded
+// tests above).
+func TestRecordStreamDuringAReleaseRecordsInOrder(t *testing.T) {
+	ctl, err := fakecuda.Open(needFake(t))
+	require.NoError(t, err)
+	// Blocks over 20 MiB are not split, and serve only requests at most
+	// 20 MiB smaller; the device has room for one at a time.
+	_, err = openFake(t)() // cuInit first: it would set the capacity from the environment
+	require.NoError(t, err)
+	require.NoError(t, ctl.Reset(96<<20, 2<<20, 0))
+	// The fake is the process's: the next test finds it as the others
+	// leave it (after the library's own cleanup, registered below).
+	t.Cleanup(func() { require.NoError(t, ctl.Reset(inProcCapacity, 2<<20, 0)) })
+	l, stderr := newTestLib(t, "max_split_size_mb:20", func(o *options) { o.record = true })
+	n := 4000
+	if raceEnabled {
+		n = 1000
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 2)
+	run := func(f func(i int) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range n {
+				if err := f(i); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	run(func(i int) error { // 40 and 62 MiB in turn: each releases the other's cached segment
+		p, err := l.malloc(uint64(40+22*(i%2))<<20, 0, 0)
+		if err != nil {
+			return err
+		}
+		return l.free(p)
+	})
+	run(func(int) error {
+		p, err := l.malloc(4096, 0, 0)
+		if err != nil {
+			return err
+		}
+		if err := l.recordStream(p, 11); err != nil {
+			return err
+		}
+		return l.free(p)
+	})
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Empty(t, stderr.String())
+
+	tr, err := l.buildTrace(true)
+	require.NoError(t, err)
+	frees := 0
+	for _, e := range tr.Events {
+		if e.Action == trace.ActionSegmentFree {
+			frees++
+		}
+	}
+	require.Greater(t, frees, n/2, "the mallocs released segments")
+	res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
+	require.NoError(t, err)
+	c := res.Check
+	if c.FirstDivergence != nil {
+		keepEvidence(t, tr)
+	}
+	require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+	require.True(t, c.Passed(), c.FinalDifference)
+}

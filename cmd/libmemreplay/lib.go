@@ -360,8 +360,13 @@ func (l *library) recordStream(p, stream uintptr) error {
 		// (recDevice). Lock order: the device's op lock, the pointer's
 		// shard, the allocator's lock; nothing takes two of them in
 		// another order. Under the shard lock the block is still p's, so
-		// it is live and its stream fixed.
-		d.rec.op.RLock()
+		// it is live and its stream fixed. The op lock is taken
+		// exclusively: the record_stream entry is written after the
+		// allocator's call, so a malloc of another thread could otherwise
+		// write its segment frees in between, and a replay would meet
+		// them before the malloc that explains them
+		// (TestRecordStreamDuringAReleaseRecordsInOrder).
+		d.rec.op.Lock()
 		err = l.ptrs.with(p, e.b, func(*ptrEntry) error {
 			if allocator.Stream(stream) == e.b.Stream() {
 				return nil // the block's own stream: nothing to wait for
@@ -373,7 +378,7 @@ func (l *library) recordStream(p, stream uintptr) error {
 			}
 			return err
 		})
-		d.rec.op.RUnlock()
+		d.rec.op.Unlock()
 	} else {
 		err = l.ptrs.with(p, e.b, func(e *ptrEntry) error {
 			if err := d.a.RecordStream(e.b, allocator.Stream(stream)); err != nil {

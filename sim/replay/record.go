@@ -79,7 +79,11 @@ func (r *Recording) EmptyCache() error {
 
 // RecordStream calls the allocator's RecordStream and records it, so that a
 // replay knows which stream a block's free waits for (PyTorch's traces do
-// not say, and a replay of them must guess).
+// not say, and a replay of them must guess). The entry is written after
+// the allocator's call, outside its lock, as EmptyCache's is: a caller
+// whose other threads use the allocator must keep them out for the whole
+// call (cmd/libmemreplay holds its device's operation lock exclusively),
+// or another thread's entries can come between the two.
 func (r *Recording) RecordStream(b *allocator.Block, s allocator.Stream) error {
 	if err := r.a.RecordStream(b, s); err != nil {
 		return err
