@@ -11,12 +11,14 @@ package replay
 //
 // Open addressing with linear probing, at most half full; deletion shifts
 // the rest of the run back (Knuth's algorithm R), so there are no
-// tombstones and lookups stay short however long the trace. The probes
-// read only the keys, 16 bytes a slot; the blocks, 40 bytes each, are in
-// a parallel slice that a lookup touches once.
+// tombstones and lookups stay short however long the trace. A slot holds
+// its key and its block together (56 bytes): the lookup that finds the
+// key has then fetched the block too, where keys and blocks in parallel
+// slices (16 and 40 bytes a slot) cost a second cache miss per lookup
+// (the table of a training loop's few hundred live blocks does not stay
+// in the first-level cache beside the allocator's own data).
 type liveTable struct {
 	slots []liveSlot
-	vals  []liveBlock
 	n     int
 	shift uint8
 	ver   uint64 // bumped by every change to the slots
@@ -25,6 +27,7 @@ type liveTable struct {
 type liveSlot struct {
 	addr uint64
 	full bool
+	lb   liveBlock
 }
 
 // liveRef is a lookup's answer: the slot of the address, or where it
@@ -73,7 +76,6 @@ func (t *liveTable) probe(addr uint64) liveRef {
 
 func (t *liveTable) init(size int) {
 	t.slots = make([]liveSlot, size)
-	t.vals = make([]liveBlock, size)
 	t.shift = uint8(64 - bitsOf(size))
 	t.n = 0
 	t.ver++
@@ -93,11 +95,11 @@ func (t *liveTable) get(addr uint64) (liveBlock, bool) {
 	if !r.found {
 		return liveBlock{}, false
 	}
-	return t.vals[r.i], true
+	return t.slots[r.i].lb, true
 }
 
 // at returns the block of a found ref.
-func (t *liveTable) at(r liveRef) *liveBlock { return &t.vals[r.i] }
+func (t *liveTable) at(r liveRef) *liveBlock { return &t.slots[r.i].lb }
 
 // put sets addr's block, using r when the table has not changed since it
 // was found.
@@ -105,12 +107,12 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	if r.ver != t.ver {
 		r = t.find(addr)
 	}
+	s := &t.slots[r.i]
+	s.lb = lb
 	if r.found {
-		t.vals[r.i] = lb
 		return
 	}
-	t.slots[r.i] = liveSlot{addr: addr, full: true}
-	t.vals[r.i] = lb
+	s.addr, s.full = addr, true
 	t.n++
 	t.ver++
 	if 2*t.n > len(t.slots) {
@@ -129,17 +131,18 @@ func (t *liveTable) slot(r liveRef, addr uint64) *liveBlock {
 		r = t.find(addr)
 	}
 	if r.found {
-		return &t.vals[r.i]
+		return &t.slots[r.i].lb
 	}
 	if 2*(t.n+1) > len(t.slots) {
 		// Grown first, where put grows just after: the same sizes.
 		t.grow()
 		r = t.find(addr)
 	}
-	t.slots[r.i] = liveSlot{addr: addr, full: true}
+	s := &t.slots[r.i]
+	s.addr, s.full = addr, true
 	t.n++
 	t.ver++
-	return &t.vals[r.i]
+	return &s.lb
 }
 
 // reserve makes room for n blocks without growing.
@@ -162,7 +165,7 @@ func (t *liveTable) reserve(n int) {
 func (t *liveTable) set(addr uint64, lb liveBlock) { t.put(t.find(addr), addr, lb) }
 
 func (t *liveTable) grow() {
-	old, oldVals := t.slots, t.vals
+	old := t.slots
 	t.init(2 * len(old))
 	mask := len(t.slots) - 1
 	for k := range old {
@@ -175,7 +178,6 @@ func (t *liveTable) grow() {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = *s
-		t.vals[i] = oldVals[k]
 		t.n++
 	}
 }
@@ -197,12 +199,10 @@ func (t *liveTable) remove(r liveRef, addr uint64) {
 		h := t.home(t.slots[j].addr)
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			t.slots[i] = t.slots[j]
-			t.vals[i] = t.vals[j]
 			i = j
 		}
 	}
-	t.slots[i] = liveSlot{}
-	t.vals[i] = liveBlock{} // drop the block pointer
+	t.slots[i] = liveSlot{} // drops the block pointer too
 	t.n--
 	t.ver++
 }
@@ -216,7 +216,7 @@ func (t *liveTable) len() int { return t.n }
 func (t *liveTable) each(f func(addr uint64, lb *liveBlock)) {
 	for k := range t.slots {
 		if s := &t.slots[k]; s.full {
-			f(s.addr, &t.vals[k])
+			f(s.addr, &s.lb)
 		}
 	}
 }
