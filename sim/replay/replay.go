@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -511,8 +512,13 @@ func (rp *replayer) peek(k int) (*trace.Event, error) {
 }
 
 func (rp *replayer) loop() error {
+	// StopAfter and Progress are looked at only from the event count
+	// checkAt on (one compare an event for both), and then exactly as
+	// before: rp.n can grow by two in an event (consume), so reaching
+	// checkAt does not mean either is due.
+	checkAt := rp.checkAt()
 	for {
-		if rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
+		if rp.n >= checkAt && rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
 			return nil
 		}
 		e, err := rp.next()
@@ -524,8 +530,11 @@ func (rp *replayer) loop() error {
 		}
 		idx := rp.n
 		rp.n++
-		if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
-			rp.opts.Progress(rp.n)
+		if rp.n >= checkAt {
+			if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
+				rp.opts.Progress(rp.n)
+			}
+			checkAt = rp.checkAt()
 		}
 		d := rp.lastDev
 		if d == nil || d.index != e.Device {
@@ -561,6 +570,20 @@ func (rp *replayer) loop() error {
 			return nil
 		}
 	}
+}
+
+// checkAt is the smallest event count after rp.n at which StopAfter may
+// end the replay or Progress be due (StopAfter itself when it has
+// passed), or the largest count when neither is set.
+func (rp *replayer) checkAt() int64 {
+	at := int64(math.MaxInt64)
+	if rp.opts.StopAfter > 0 {
+		at = rp.opts.StopAfter
+	}
+	if rp.opts.Progress != nil {
+		at = min(at, (rp.n/ProgressEvery+1)*ProgressEvery)
+	}
+	return at
 }
 
 // bad reports bad input at event idx: an error, or under Lenient a count.
