@@ -47,14 +47,24 @@ func (t *liveTable) home(addr uint64) int {
 }
 
 // find returns the address's slot or the empty slot where it would go.
-// The first probe, which usually answers, is inlined at the caller.
 func (t *liveTable) find(addr uint64) liveRef {
-	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
-		if s := &t.slots[i]; !s.full || s.addr == addr {
-			return liveRef{i: i, ver: t.ver, found: s.full}
-		}
+	if r, ok := t.first(addr); ok {
+		return r
 	}
 	return t.probe(addr)
+}
+
+// first is find's first probe, which usually answers (ok); small enough
+// to be inlined where the replay looks up every event's address, which
+// then calls probe only when it did not answer (find, with its call to
+// probe, is over the inlining budget).
+func (t *liveTable) first(addr uint64) (liveRef, bool) {
+	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
+		if s := &t.slots[i]; !s.full || s.addr == addr {
+			return liveRef{i: i, ver: t.ver, found: s.full}, true
+		}
+	}
+	return liveRef{}, false
 }
 
 // probe is find past the first slot (or in a table not yet made).
