@@ -1096,10 +1096,11 @@ func (r *nativeReader) plainEvents(evs []Event) int {
 }
 
 // uvar8 decodes the uvarint of two to eight bytes at b[i:], where b holds
-// at least eight bytes from i (plainEvents has tested the first byte):
-// the value and the index after it, or -1 when it is longer (the general
-// decoder then reads it, and tells a valid nine- or ten-byte varint from
-// a bad one). One bounds check for all eight bytes.
+// at least eight bytes from i (the caller has tested the first byte): the
+// value and the index after it, or, when it is longer, the value of its
+// first eight bytes and -1 (uvar then reads on, and tells a valid nine-
+// or ten-byte varint from a bad one). One bounds check for all eight
+// bytes.
 func uvar8(b []byte, i int) (uint64, int) {
 	bb := b[i : i+8 : i+8]
 	x := uint64(bb[0] & 0x7f)
@@ -1138,7 +1139,7 @@ func uvar8(b []byte, i int) (uint64, int) {
 	if c < 0x80 {
 		return x, i + 8
 	}
-	return 0, -1
+	return x, -1
 }
 
 func (r *nativeReader) fail(err error) {
@@ -1717,50 +1718,18 @@ func uvar(b []byte, i int) (uint64, int) {
 		return 0, i
 	}
 	if len(b)-i >= binary.MaxVarintLen64 {
-		// Unrolled, with one bounds check for all ten bytes.
-		bb := b[i : i+binary.MaxVarintLen64 : i+binary.MaxVarintLen64]
-		x := uint64(bb[0] & 0x7f)
-		c := bb[1]
-		x |= uint64(c&0x7f) << 7
-		if c < 0x80 {
-			return x, i + 2
+		// Unrolled: the first eight bytes as plainEvents reads them.
+		x, j := uvar8(b, i)
+		if j >= 0 {
+			return x, j
 		}
-		c = bb[2]
-		x |= uint64(c&0x7f) << 14
-		if c < 0x80 {
-			return x, i + 3
-		}
-		c = bb[3]
-		x |= uint64(c&0x7f) << 21
-		if c < 0x80 {
-			return x, i + 4
-		}
-		c = bb[4]
-		x |= uint64(c&0x7f) << 28
-		if c < 0x80 {
-			return x, i + 5
-		}
-		c = bb[5]
-		x |= uint64(c&0x7f) << 35
-		if c < 0x80 {
-			return x, i + 6
-		}
-		c = bb[6]
-		x |= uint64(c&0x7f) << 42
-		if c < 0x80 {
-			return x, i + 7
-		}
-		c = bb[7]
-		x |= uint64(c&0x7f) << 49
-		if c < 0x80 {
-			return x, i + 8
-		}
-		c = bb[8]
+		bb := b[i+8 : i+binary.MaxVarintLen64 : i+binary.MaxVarintLen64]
+		c := bb[0]
 		x |= uint64(c&0x7f) << 56
 		if c < 0x80 {
 			return x, i + 9
 		}
-		c = bb[9]
+		c = bb[1]
 		if c > 1 {
 			return 0, errLong
 		}
