@@ -12,12 +12,13 @@ package replay
 // Open addressing with linear probing, at most a quarter full up to
 // liveDenseSlots slots and half full beyond (full); deletion shifts the
 // rest of the run back (Knuth's algorithm R), so there are no tombstones
-// and lookups stay short however long the trace. A slot holds
-// its key and its block together (56 bytes): the lookup that finds the
-// key has then fetched the block too, where keys and blocks in parallel
-// slices (16 and 40 bytes a slot) cost a second cache miss per lookup
-// (the table of a training loop's few hundred live blocks does not stay
-// in the first-level cache beside the allocator's own data).
+// and lookups stay short however long the trace. A slot holds its key and
+// its block together (56 bytes): the lookup that finds the key has then
+// fetched the block too, where keys and blocks in parallel slices (16 and
+// 40 bytes a slot) take a second cache line per lookup. Merged slots
+// alone measured slower in an earlier round (a miss walks wider slots);
+// merged and a quarter full measured best of the four layouts
+// (docs/performance.md, "Issue 19, next round").
 type liveTable struct {
 	slots []liveSlot
 	n     int
