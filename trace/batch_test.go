@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"math/rand/v2"
 	"reflect"
 	"testing"
 )
@@ -119,4 +120,124 @@ func FuzzNextBatch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// randomVarintTrace builds n events whose fields take every varint length
+// from one byte to ten (addresses jump forwards and backwards by deltas of
+// every magnitude, sizes and times likewise), on mostly one device and
+// stream, with now and then what the fast path leaves to the general
+// decoder: another device or stream, an oom, a labelled marker, an
+// extras record (a label on an alloc), a stack-less or stacked event.
+func randomVarintTrace(n int, seed uint64) *Trace {
+	rng := rand.New(rand.NewPCG(seed, 7))
+	st := NewStacks()
+	var stacks []StackID
+	for k := 0; k < 300; k++ { // past 127: two-byte stack references too
+		stacks = append(stacks, st.Intern([]Frame{{Filename: "f.py", Line: int64(k), Name: "g"}}))
+	}
+	mag := func() uint64 { // a value of 0 to 64 bits, every length equally likely
+		bitsN := rng.IntN(65)
+		if bitsN == 0 {
+			return 0
+		}
+		return rng.Uint64() >> (64 - bitsN)
+	}
+	tr := &Trace{Stacks: st}
+	addr := uint64(0x7f00_0000_0000)
+	now := int64(1_700_000_000_000_000)
+	for i := 0; i < n; i++ {
+		e := Event{Action: Action(1 + rng.IntN(int(numActions)-1)), Size: mag()}
+		if rng.IntN(4) != 0 { // mostly the plain actions
+			e.Action = []Action{ActionAlloc, ActionFreeRequested, ActionFreeCompleted}[rng.IntN(3)]
+		}
+		if rng.IntN(2) == 0 {
+			addr += mag()
+		} else {
+			addr -= mag()
+		}
+		e.Addr = addr
+		if !hasAddrDelta(e.Action) && rng.IntN(2) == 0 {
+			e.Addr = 0
+		}
+		if rng.IntN(2) == 0 {
+			now += int64(mag())
+		} else {
+			now -= int64(mag() >> 1)
+		}
+		e.TimeUS = now
+		if rng.IntN(3) == 0 {
+			e.Stack = stacks[rng.IntN(len(stacks))]
+		}
+		switch rng.IntN(50) {
+		case 0:
+			e.Device = int32(rng.IntN(3))
+		case 1:
+			e.Stream = uint64(rng.IntN(4)) << 40
+		case 2:
+			e.Label = "extras"
+		}
+		if e.Action == ActionOOM {
+			e.DeviceFree = mag()
+		}
+		if hasLabelSlot(e.Action) {
+			e.Label = "label"
+		}
+		tr.Events = append(tr.Events, e)
+	}
+	return tr
+}
+
+// TestPlainEventsMatchEvent reads traces whose fields take every varint
+// length with Next (the general decoder alone) and with NextBatch (its
+// fast path, plainEvents, for most events): any field the fast path
+// decodes differently, or a state it leaves behind wrongly for the
+// general decoder's next event, makes the two lists differ. It also
+// checks that the fast path did decode most events.
+func TestPlainEventsMatchEvent(t *testing.T) {
+	for seed := uint64(1); seed <= 4; seed++ {
+		tr := randomVarintTrace(30_000, seed)
+		data := writeNative(t, tr)
+		want, err := drainNext(t, data)
+		if err != io.EOF || len(want) != len(tr.Events) {
+			t.Fatalf("Next read %d events of %d, ended with %v", len(want), len(tr.Events), err)
+		}
+		for i, e := range want { // the file numbers stacks in its own order
+			w := tr.Events[i]
+			if (e.Stack == 0) != (w.Stack == 0) {
+				t.Fatalf("seed %d: event %d: stack %d read back as %d", seed, i, w.Stack, e.Stack)
+			}
+			e.Stack, w.Stack = 0, 0
+			if e != w {
+				t.Fatalf("seed %d: event %d: %+v read back as %+v", seed, i, w, e)
+			}
+		}
+		for _, k := range []int{3, 128} {
+			got, err := drainBatch(t, data, k)
+			if err != io.EOF {
+				t.Fatalf("seed %d, batches of %d: ended with %v", seed, k, err)
+			}
+			if len(got) != len(want) {
+				t.Fatalf("seed %d, batches of %d: %d events, Next read %d", seed, k, len(got), len(want))
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("seed %d, batches of %d: event %d is %+v, Next read %+v", seed, k, i, got[i], want[i])
+				}
+			}
+		}
+		r, err := NewNativeReader(bytes.NewReader(data), "x.mrt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		evs := make([]Event, 128)
+		for {
+			if _, err := r.(BatchReader).NextBatch(evs); err != nil {
+				break
+			}
+		}
+		if nr := r.(*nativeReader); nr.plain < int64(len(want))/3 {
+			t.Errorf("seed %d: the fast path decoded %d events of %d", seed, nr.plain, len(want))
+		}
+		r.Close()
+	}
 }

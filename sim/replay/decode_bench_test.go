@@ -54,14 +54,14 @@ func benchDecode(b *testing.B, read func(trace.Reader) (int64, error)) {
 
 // openNative opens the native trace at path for one benchmark pass; the
 // caller closes the reader and the file.
-func openNative(b *testing.B, path string) (trace.Reader, *os.File) {
+func openNative(tb testing.TB, path string) (trace.Reader, *os.File) {
 	f, err := os.Open(path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	r, err := trace.NewNativeReader(f, path)
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
 	return r, f
 }

@@ -9,14 +9,18 @@ package replay
 // long as nothing changed the table in between (ver says so; otherwise it
 // probes afresh, so a stale slot is never trusted).
 //
-// Open addressing with linear probing, at most half full; deletion shifts
-// the rest of the run back (Knuth's algorithm R), so there are no
-// tombstones and lookups stay short however long the trace. The probes
-// read only the keys, 16 bytes a slot; the blocks, 40 bytes each, are in
-// a parallel slice that a lookup touches once.
+// Open addressing with linear probing, at most a quarter full up to
+// liveDenseSlots slots and half full beyond (full); deletion shifts the
+// rest of the run back (Knuth's algorithm R), so there are no tombstones
+// and lookups stay short however long the trace. A slot holds its key and
+// its block together (56 bytes): the lookup that finds the key has then
+// fetched the block too, where keys and blocks in parallel slices (16 and
+// 40 bytes a slot) take a second cache line per lookup. Merged slots
+// alone measured slower in an earlier round (a miss walks wider slots);
+// merged and a quarter full measured best of the four layouts
+// (docs/performance.md, "Issue 19, next round").
 type liveTable struct {
 	slots []liveSlot
-	vals  []liveBlock
 	n     int
 	shift uint8
 	ver   uint64 // bumped by every change to the slots
@@ -25,6 +29,7 @@ type liveTable struct {
 type liveSlot struct {
 	addr uint64
 	full bool
+	lb   liveBlock
 }
 
 // liveRef is a lookup's answer: the slot of the address, or where it
@@ -37,6 +42,24 @@ type liveRef struct {
 
 const liveMinSlots = 64
 
+// liveDenseSlots is the size up to which the table is kept at most a
+// quarter full rather than half: an alloc looks up an address that is not
+// there, and in a half-full table the first slot it probes is taken
+// about half the time, which costs the probe loop (3% of a replay in
+// BenchmarkReplay1M's profile); a quarter full, about a quarter. Below
+// this size the memory is small (56 bytes a slot, 3.5 MiB at most);
+// above it, a trace with millions of live blocks keeps the half-full
+// table's memory.
+const liveDenseSlots = 1 << 16
+
+// full reports whether n entries overfill a table of size slots.
+func full(n, size int) bool {
+	if size <= liveDenseSlots {
+		return 4*n > size
+	}
+	return 2*n > size
+}
+
 func (t *liveTable) home(addr uint64) int {
 	// Blocks are 512 B aligned, so the low bits say nothing: Fibonacci
 	// hashing takes the high bits of the product instead.
@@ -44,14 +67,24 @@ func (t *liveTable) home(addr uint64) int {
 }
 
 // find returns the address's slot or the empty slot where it would go.
-// The first probe, which usually answers, is inlined at the caller.
 func (t *liveTable) find(addr uint64) liveRef {
-	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
-		if s := &t.slots[i]; !s.full || s.addr == addr {
-			return liveRef{i: i, ver: t.ver, found: s.full}
-		}
+	if r, ok := t.first(addr); ok {
+		return r
 	}
 	return t.probe(addr)
+}
+
+// first is find's first probe, which usually answers (ok); small enough
+// to be inlined where the replay looks up every event's address, which
+// then calls probe only when it did not answer (find, with its call to
+// probe, is over the inlining budget).
+func (t *liveTable) first(addr uint64) (liveRef, bool) {
+	if i := t.home(addr); uint(i) < uint(len(t.slots)) {
+		if s := &t.slots[i]; !s.full || s.addr == addr {
+			return liveRef{i: i, ver: t.ver, found: s.full}, true
+		}
+	}
+	return liveRef{}, false
 }
 
 // probe is find past the first slot (or in a table not yet made).
@@ -73,7 +106,6 @@ func (t *liveTable) probe(addr uint64) liveRef {
 
 func (t *liveTable) init(size int) {
 	t.slots = make([]liveSlot, size)
-	t.vals = make([]liveBlock, size)
 	t.shift = uint8(64 - bitsOf(size))
 	t.n = 0
 	t.ver++
@@ -93,11 +125,11 @@ func (t *liveTable) get(addr uint64) (liveBlock, bool) {
 	if !r.found {
 		return liveBlock{}, false
 	}
-	return t.vals[r.i], true
+	return t.slots[r.i].lb, true
 }
 
 // at returns the block of a found ref.
-func (t *liveTable) at(r liveRef) *liveBlock { return &t.vals[r.i] }
+func (t *liveTable) at(r liveRef) *liveBlock { return &t.slots[r.i].lb }
 
 // put sets addr's block, using r when the table has not changed since it
 // was found.
@@ -105,15 +137,15 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 	if r.ver != t.ver {
 		r = t.find(addr)
 	}
+	s := &t.slots[r.i]
+	s.lb = lb
 	if r.found {
-		t.vals[r.i] = lb
 		return
 	}
-	t.slots[r.i] = liveSlot{addr: addr, full: true}
-	t.vals[r.i] = lb
+	s.addr, s.full = addr, true
 	t.n++
 	t.ver++
-	if 2*t.n > len(t.slots) {
+	if full(t.n, len(t.slots)) {
 		t.grow()
 	}
 }
@@ -129,23 +161,24 @@ func (t *liveTable) slot(r liveRef, addr uint64) *liveBlock {
 		r = t.find(addr)
 	}
 	if r.found {
-		return &t.vals[r.i]
+		return &t.slots[r.i].lb
 	}
-	if 2*(t.n+1) > len(t.slots) {
+	if full(t.n+1, len(t.slots)) {
 		// Grown first, where put grows just after: the same sizes.
 		t.grow()
 		r = t.find(addr)
 	}
-	t.slots[r.i] = liveSlot{addr: addr, full: true}
+	s := &t.slots[r.i]
+	s.addr, s.full = addr, true
 	t.n++
 	t.ver++
-	return &t.vals[r.i]
+	return &s.lb
 }
 
 // reserve makes room for n blocks without growing.
 func (t *liveTable) reserve(n int) {
 	size := liveMinSlots
-	for 2*n > size {
+	for full(n, size) {
 		size *= 2
 	}
 	if size > len(t.slots) {
@@ -162,7 +195,7 @@ func (t *liveTable) reserve(n int) {
 func (t *liveTable) set(addr uint64, lb liveBlock) { t.put(t.find(addr), addr, lb) }
 
 func (t *liveTable) grow() {
-	old, oldVals := t.slots, t.vals
+	old := t.slots
 	t.init(2 * len(old))
 	mask := len(t.slots) - 1
 	for k := range old {
@@ -175,7 +208,6 @@ func (t *liveTable) grow() {
 			i = (i + 1) & mask
 		}
 		t.slots[i] = *s
-		t.vals[i] = oldVals[k]
 		t.n++
 	}
 }
@@ -197,12 +229,10 @@ func (t *liveTable) remove(r liveRef, addr uint64) {
 		h := t.home(t.slots[j].addr)
 		if (j > i && (h <= i || h > j)) || (j < i && h <= i && h > j) {
 			t.slots[i] = t.slots[j]
-			t.vals[i] = t.vals[j]
 			i = j
 		}
 	}
-	t.slots[i] = liveSlot{}
-	t.vals[i] = liveBlock{} // drop the block pointer
+	t.slots[i] = liveSlot{} // drops the block pointer too
 	t.n--
 	t.ver++
 }
@@ -216,7 +246,7 @@ func (t *liveTable) len() int { return t.n }
 func (t *liveTable) each(f func(addr uint64, lb *liveBlock)) {
 	for k := range t.slots {
 		if s := &t.slots[k]; s.full {
-			f(s.addr, &t.vals[k])
+			f(s.addr, &s.lb)
 		}
 	}
 }

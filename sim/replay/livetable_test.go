@@ -10,7 +10,7 @@ import (
 // lookups over a small address range, so that runs collide, wrap around
 // the end of the slots and grow the table; any lost, duplicated or
 // unreachable entry shows as a difference. The small ranges keep the table
-// at 64 and 128 slots, where runs often cross its end.
+// at 128 and 256 slots, where runs often cross its end.
 func TestLiveTableMatchesMap(t *testing.T) {
 	for _, maxSpan := range []int{30, 60, 4000} {
 		testLiveTable(t, maxSpan)
@@ -92,5 +92,40 @@ func testLiveTable(t *testing.T, maxSpan int) {
 	})
 	if seen != len(ref) {
 		t.Fatalf("each saw %d entries, want %d", seen, len(ref))
+	}
+}
+
+// TestLiveTableLarge fills the table past liveDenseSlots, where it grows
+// at half full instead of a quarter, then empties it, against a Go map,
+// with lookups of present and absent addresses all along.
+func TestLiveTableLarge(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	var tab liveTable
+	ref := map[uint64]liveBlock{}
+	addrs := r.Perm(1 << 20)[:60000]
+	check := func(step int) {
+		a := uint64(addrs[r.IntN(len(addrs))]) * 512
+		got, ok := tab.get(a)
+		want, wok := ref[a]
+		if ok != wok || got != want {
+			t.Fatalf("step %d: get(%#x) = %v %v, want %v %v", step, a, got, ok, want, wok)
+		}
+	}
+	for i, a := range addrs {
+		lb := liveBlock{at: int64(i)}
+		tab.set(uint64(a)*512, lb)
+		ref[uint64(a)*512] = lb
+		check(i)
+	}
+	if len(tab.slots) <= liveDenseSlots || 2*tab.len() > len(tab.slots) || 4*tab.len() < len(tab.slots) {
+		t.Fatalf("%d entries in %d slots: not the half-full regime", tab.len(), len(tab.slots))
+	}
+	for i, a := range addrs {
+		tab.del(uint64(a) * 512)
+		delete(ref, uint64(a)*512)
+		check(i)
+		if tab.len() != len(ref) {
+			t.Fatalf("step %d: %d entries, want %d", i, tab.len(), len(ref))
+		}
 	}
 }

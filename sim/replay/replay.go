@@ -55,6 +55,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"sort"
 	"time"
@@ -348,14 +349,7 @@ func (rp *replayer) device(i int32) (*devState, error) {
 	return d, nil
 }
 
-// malloc is the allocator's Malloc, timed under Options.TimeMallocs.
-func (d *devState) malloc(size uint64, s allocator.Stream) (*allocator.Block, error) {
-	if !d.rp.opts.TimeMallocs {
-		return d.a.Malloc(size, s)
-	}
-	return d.timedMalloc(size, s)
-}
-
+// timedMalloc is the allocator's Malloc, timed (Options.TimeMallocs).
 func (d *devState) timedMalloc(size uint64, s allocator.Stream) (*allocator.Block, error) {
 	start := time.Now()
 	b, err := d.a.Malloc(size, s)
@@ -449,16 +443,6 @@ func (rp *replayer) readErr(err error) {
 	}
 }
 
-// next returns the next event, in place in buf, or io.EOF after the last.
-// Between events nothing points into buf, so a drained buffer starts over.
-func (rp *replayer) next() (*trace.Event, error) {
-	if k := rp.ahead; k < len(rp.buf) {
-		rp.ahead++
-		return &rp.buf[k], nil
-	}
-	return rp.refill()
-}
-
 // refill starts the drained buffer over with the next batch.
 func (rp *replayer) refill() (*trace.Event, error) {
 	rp.buf, rp.ahead = rp.buf[:0], 0
@@ -511,21 +495,36 @@ func (rp *replayer) peek(k int) (*trace.Event, error) {
 }
 
 func (rp *replayer) loop() error {
+	// StopAfter and Progress are looked at only from the event count
+	// checkAt on (one compare an event for both), and then exactly as
+	// before: rp.n can grow by two in an event (consume), so reaching
+	// checkAt does not mean either is due.
+	checkAt := rp.checkAt()
 	for {
-		if rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
+		if rp.n >= checkAt && rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
 			return nil
 		}
-		e, err := rp.next()
-		if err == io.EOF {
+		// The next event, in place in buf, or io.EOF after the last.
+		// Between events nothing points into buf, so a drained buffer
+		// starts over (refill). Written out here: as a method it was
+		// over the inlining budget.
+		var e *trace.Event
+		var err error
+		if k := rp.ahead; k < len(rp.buf) {
+			rp.ahead = k + 1
+			e = &rp.buf[k]
+		} else if e, err = rp.refill(); err == io.EOF {
 			return nil
-		}
-		if err != nil {
+		} else if err != nil {
 			return err
 		}
 		idx := rp.n
 		rp.n++
-		if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
-			rp.opts.Progress(rp.n)
+		if rp.n >= checkAt {
+			if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
+				rp.opts.Progress(rp.n)
+			}
+			checkAt = rp.checkAt()
 		}
 		d := rp.lastDev
 		if d == nil || d.index != e.Device {
@@ -561,6 +560,20 @@ func (rp *replayer) loop() error {
 			return nil
 		}
 	}
+}
+
+// checkAt is the smallest event count after rp.n at which StopAfter may
+// end the replay or Progress be due (StopAfter itself when it has
+// passed), or the largest count when neither is set.
+func (rp *replayer) checkAt() int64 {
+	at := int64(math.MaxInt64)
+	if rp.opts.StopAfter > 0 {
+		at = rp.opts.StopAfter
+	}
+	if rp.opts.Progress != nil {
+		at = min(at, (rp.n/ProgressEvery+1)*ProgressEvery)
+	}
+	return at
 }
 
 // bad reports bad input at event idx: an error, or under Lenient a count.
@@ -1063,11 +1076,20 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 	if e.Size == 0 {
 		return false, d.rp.bad(idx, "alloc of 0 bytes")
 	}
-	ref := d.live.find(e.Addr)
+	ref, ok := d.live.first(e.Addr)
+	if !ok {
+		ref = d.live.probe(e.Addr)
+	}
 	if ref.found {
 		return false, d.rp.bad(idx, fmt.Sprintf("alloc at %#x, which is live since event %d", e.Addr, d.live.at(ref).at))
 	}
-	b, err := d.malloc(e.Size, allocator.Stream(e.Stream))
+	var b *allocator.Block
+	var err error
+	if d.rp.opts.TimeMallocs {
+		b, err = d.timedMalloc(e.Size, allocator.Stream(e.Stream))
+	} else {
+		b, err = d.a.Malloc(e.Size, allocator.Stream(e.Stream))
+	}
 	if err != nil {
 		var oom *allocator.OutOfMemoryError
 		if !errors.As(err, &oom) {
@@ -1177,7 +1199,10 @@ func (d *devState) recordedOOM(idx int64, e *trace.Event) error {
 }
 
 func (d *devState) freeRequested(idx int64, e *trace.Event) error {
-	ref := d.live.find(e.Addr)
+	ref, ok := d.live.first(e.Addr)
+	if !ok {
+		ref = d.live.probe(e.Addr)
+	}
 	if !ref.found {
 		if _, skipped := d.failed[e.Addr]; skipped {
 			delete(d.failed, e.Addr)
@@ -1209,8 +1234,11 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 		}
 		return nil
 	}
-	nx, err := d.rp.peekNext()
-	if err != nil {
+	var nx *trace.Event
+	var err error
+	if k := d.rp.ahead; k < len(d.rp.buf) { // peekNext, written out (see loop)
+		nx = &d.rp.buf[k]
+	} else if nx, err = d.rp.peek(0); err != nil {
 		return err
 	}
 	pair := nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr
