@@ -10,11 +10,13 @@ import (
 
 // TestProgressAndStopAfter pins when Options.Progress is called and where
 // StopAfter ends a replay, which the loop looks at only from a precomputed
-// event count on: Progress gets every multiple of ProgressEvery that the
-// count reaches on an event of its own, not one it passes as the
-// free_completed a free_requested takes with it; StopAfter stops at
-// exactly its count. The expected calls are worked out from the trace
-// itself.
+// event count on: Progress gets, for each multiple of ProgressEvery, the
+// first count of an event of the loop's own at or past it (a count it
+// passes as the free_completed a free_requested takes with it is not
+// skipped: Progress once fired only on exact multiples, and never on a
+// trace of paired frees whose multiples all fell on such counts);
+// StopAfter stops at exactly its count. The expected calls are worked out
+// from the trace itself.
 func TestProgressAndStopAfter(t *testing.T) {
 	// Alloc, free_requested, free_completed, over and over: the loop
 	// replays the first two itself, so of the counts only those not a
@@ -30,10 +32,15 @@ func TestProgressAndStopAfter(t *testing.T) {
 	}
 	for _, stop := range []int64{0, 131_071, 131_072, 196_609, 262_144, 262_145} {
 		var want []int64
+		next := int64(replay.ProgressEvery)
 		for n := int64(1); n <= int64(len(tr.Events)) && (stop == 0 || n <= stop); n++ {
-			if n%replay.ProgressEvery == 0 && n%3 != 0 {
+			if n >= next && n%3 != 0 {
 				want = append(want, n)
+				next = (n/replay.ProgressEvery + 1) * replay.ProgressEvery
 			}
+		}
+		if pe := int64(replay.ProgressEvery); stop == 0 && !reflect.DeepEqual(want, []int64{pe, 2 * pe, 3*pe + 1, 4 * pe}) {
+			t.Fatalf("expected calls %v: 196608 is a free_completed's count, so 196609 stands for it", want)
 		}
 		var got []int64
 		res, err := replay.Run(tr.NewReader(), replay.Options{StopAfter: stop, Progress: func(n int64) { got = append(got, n) }})

@@ -90,7 +90,8 @@ type Options struct {
 	Recorder Recorder
 	// StopAfter, when positive, ends the replay after that many events.
 	StopAfter int64
-	// Progress, when set, is called every ProgressEvery events with the
+	// Progress, when set, is called every ProgressEvery events (at the
+	// first count at or past each multiple) with the
 	// count so far.
 	Progress func(events int64)
 	// ExpectStats, when set, compares the end-of-trace statistics of its
@@ -496,10 +497,17 @@ func (rp *replayer) peek(k int) (*trace.Event, error) {
 
 func (rp *replayer) loop() error {
 	// StopAfter and Progress are looked at only from the event count
-	// checkAt on (one compare an event for both), and then exactly as
-	// before: rp.n can grow by two in an event (consume), so reaching
-	// checkAt does not mean either is due.
+	// checkAt on (one compare an event for both): rp.n can grow by two in
+	// an event (consume), so reaching checkAt does not mean StopAfter is
+	// due, and Progress is called at the first count at or past each
+	// multiple of ProgressEvery (progressAt), not only on the multiple
+	// itself, which a trace whose frees all come in pairs steps over every
+	// time (the progress line then never moved).
 	checkAt := rp.checkAt()
+	progressAt := int64(math.MaxInt64)
+	if rp.opts.Progress != nil {
+		progressAt = (rp.n/ProgressEvery + 1) * ProgressEvery
+	}
 	for {
 		if rp.n >= checkAt && rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
 			return nil
@@ -521,8 +529,9 @@ func (rp *replayer) loop() error {
 		idx := rp.n
 		rp.n++
 		if rp.n >= checkAt {
-			if rp.opts.Progress != nil && rp.n%ProgressEvery == 0 {
+			if rp.n >= progressAt {
 				rp.opts.Progress(rp.n)
+				progressAt = (rp.n/ProgressEvery + 1) * ProgressEvery
 			}
 			checkAt = rp.checkAt()
 		}
