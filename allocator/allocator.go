@@ -22,6 +22,9 @@ type Allocator struct {
 	policy  Policy
 	pytorch bool // policy is PyTorch{}: its methods are called directly
 	check   bool // run CheckInvariants after every operation
+	// coldFree makes every free set put each block in its bucket at
+	// once, keeping no hot block (freeset.go): the tests compare the two.
+	coldFree bool
 
 	small, large pool
 	stats        Stats
@@ -113,8 +116,8 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	a := &Allocator{
 		dev:    dev,
 		policy: PyTorch{},
-		small:  pool{small: true, statIdx: StatSmall, free: newFreeSet()},
-		large:  pool{statIdx: StatLarge, free: newFreeSet()},
+		small:  pool{small: true, statIdx: StatSmall},
+		large:  pool{statIdx: StatLarge},
 		events: make(map[Stream]*eventQueue),
 	}
 	a.vm, _ = dev.(VirtualMemory)
@@ -122,6 +125,7 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 		o(a)
 	}
 	_, a.pytorch = a.policy.(PyTorch)
+	a.small.free, a.large.free = a.newFreeSet(), a.newFreeSet()
 	a.pools = []*pool{&a.large, &a.small}
 	if e, ok := a.policy.(policyEngine); ok {
 		if err := e.engine(a, &cfg); err != nil {

@@ -246,7 +246,8 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 // and summarised by their first keys, every bucket in it live, under its
 // own key, knowing its place, marked non-empty exactly when it holds
 // blocks, and holding blocks of its key in descending address order that
-// name it; the counts of blocks, bytes, empty buckets and sizes.
+// name it; the hot block in none; the counts of blocks (the hot one's
+// included), bytes, empty buckets and sizes.
 func (s *freeSet) check() error {
 	n, keys, empty := 0, 0, 0
 	var bytes uint64
@@ -311,6 +312,20 @@ func (s *freeSet) check() error {
 				return fmt.Errorf("index leaf %d: a bucket past its %d keys", li, l.n)
 			}
 		}
+	}
+	if h := s.hot; h != nil {
+		// In the set, counted, and in no bucket: its own bucket (if it has
+		// one) must not hold it.
+		if bk := s.tab.get(bkey{h.stream, h.size}); bk != nil {
+			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i] == h {
+				return fmt.Errorf("hot block %#x is in its bucket too", h.addr)
+			}
+		}
+		if s.cold {
+			return fmt.Errorf("hot block %#x in a set that keeps none", h.addr)
+		}
+		n++
+		bytes += h.size
 	}
 	if s.tab.n != keys {
 		return fmt.Errorf("the table holds %d buckets, the index %d", s.tab.n, keys)

@@ -14,7 +14,23 @@ package allocator
 // the empty ones are swept out when they outnumber the others. A block
 // remembers its bucket, so a block freed at the size it was taken at goes
 // back without a search.
+//
+// The block inserted last waits outside its bucket, in hot, until the next
+// insert: the cached pair's usual cycle takes it straight back out, and
+// then never touches a bucket. A malloc that splits a segment's block
+// leaves the remainder there and the free that merges it back removes it
+// from there; a block freed whole is there for the next malloc of its size.
+// Each of those was a bucket's insert and remove (the table's probe, the
+// bitmap's and the size counts' updates), over a third of the small pool's
+// split+merge pair (issue 19). hot is in the set in every respect but its
+// bucket: n and bytes count it, and every query answers as if it were in
+// its bucket. Lower bound, last, largest and contains look at it beside the
+// buckets; the ordered walks (next, prev, appendAll), which only the
+// rarer paths take (expandable segments' best fit, releases, garbage
+// collection), first put it in its bucket (settle).
 type freeSet struct {
+	hot   *Block // in the set, not in its bucket; nil when none
+	cold  bool   // tests: no hot block, every insert goes to its bucket
 	idx   bucketIndex
 	tab   bucketTable // the index's buckets by exact key
 	n     int         // blocks in the set
@@ -39,7 +55,7 @@ type bucket struct {
 	inline [2]*Block
 }
 
-func newFreeSet() freeSet { return freeSet{} }
+func (a *Allocator) newFreeSet() freeSet { return freeSet{cold: a.coldFree} }
 
 func (s *freeSet) len() int { return s.n }
 
@@ -59,6 +75,39 @@ func search(bs []*Block, addr uint64) int {
 }
 
 func (s *freeSet) insert(b *Block) {
+	s.n++
+	s.bytes += b.size
+	if s.cold {
+		s.place(b)
+		return
+	}
+	if h := s.hot; h != nil {
+		s.place(h)
+	}
+	s.hot = b
+}
+
+// settle puts the hot block in its bucket.
+func (s *freeSet) settle() {
+	if h := s.hot; h != nil {
+		s.hot = nil
+		s.place(h)
+	}
+}
+
+// before says whether a comes before b in set order.
+func before(a, b *Block) bool {
+	if a.stream != b.stream {
+		return a.stream < b.stream
+	}
+	if a.size != b.size {
+		return a.size < b.size
+	}
+	return a.addr < b.addr
+}
+
+// place puts b, counted in n and bytes already, in its bucket.
+func (s *freeSet) place(b *Block) {
 	k := bkey{b.stream, b.size}
 	bk := b.bucket
 	if bk == nil || !bk.live || bk.key != k {
@@ -76,7 +125,6 @@ func (s *freeSet) insert(b *Block) {
 		s.empty--
 		s.sizes.filled(bk.sz)
 	}
-	s.bytes += b.size
 	s.room(bk)
 	// Freed blocks are mostly at low addresses, near the end: a short move.
 	if n := len(bk.blocks); n == 0 || bk.blocks[n-1].addr > b.addr {
@@ -88,7 +136,6 @@ func (s *freeSet) insert(b *Block) {
 		bk.blocks[i] = b
 	}
 	b.bucket = bk
-	s.n++
 }
 
 // room makes sure bk has room for one more block. A bucket that outgrows
@@ -129,6 +176,12 @@ func (s *freeSet) newBucket(k bkey) *bucket {
 
 // remove deletes b, which must be in the set with its current size.
 func (s *freeSet) remove(b *Block) {
+	s.n--
+	s.bytes -= b.size
+	if b == s.hot {
+		s.hot = nil
+		return
+	}
 	bk := b.bucket
 	n := len(bk.blocks)
 	i := n - 1 // best fit takes the lowest address: the last
@@ -141,8 +194,6 @@ func (s *freeSet) remove(b *Block) {
 	}
 	bk.blocks[n-1] = nil
 	bk.blocks = bk.blocks[:n-1]
-	s.n--
-	s.bytes -= b.size
 	if n == 1 {
 		bk.setFull(false)
 		s.sizes.emptied(bk.sz)
@@ -172,11 +223,29 @@ func (s *freeSet) sweep() {
 }
 
 // largest is the size of the largest block in the set, or 0.
-func (s *freeSet) largest() uint64 { return s.sizes.largest() }
+func (s *freeSet) largest() uint64 {
+	if s.hot != nil {
+		return max(s.sizes.largest(), s.hot.size)
+	}
+	return s.sizes.largest()
+}
 
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
+	b := s.bucketLowerBound(stream, size)
+	if h := s.hot; h != nil && (h.stream > stream || h.stream == stream && h.size >= size) &&
+		(b == nil || before(h, b)) {
+		return h
+	}
+	return b
+}
+
+// bucketLowerBound is lowerBound over the buckets, without the hot block.
+func (s *freeSet) bucketLowerBound(stream Stream, size uint64) *Block {
+	if s.n == 0 || s.hot != nil && s.n == 1 {
+		return nil
+	}
 	k := bkey{stream, size}
 	var bk *bucket
 	if e := s.tab.get(k); e == nil {
@@ -194,6 +263,7 @@ func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 
 // next returns the block after b in set order, or nil. b must be in the set.
 func (s *freeSet) next(b *Block) *Block {
+	s.settle()
 	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i > 0 {
 		return bk.blocks[i-1]
@@ -206,6 +276,7 @@ func (s *freeSet) next(b *Block) *Block {
 
 // prev returns the block before b in set order, or nil. b must be in the set.
 func (s *freeSet) prev(b *Block) *Block {
+	s.settle()
 	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
 		return bk.blocks[i+1]
@@ -218,15 +289,19 @@ func (s *freeSet) prev(b *Block) *Block {
 
 // last returns the final block in set order, or nil.
 func (s *freeSet) last() *Block {
-	bk := s.idx.last()
-	if bk == nil {
-		return nil
+	var b *Block
+	if bk := s.idx.last(); bk != nil {
+		b = bk.blocks[0]
 	}
-	return bk.blocks[0]
+	if h := s.hot; h != nil && (b == nil || before(b, h)) {
+		return h
+	}
+	return b
 }
 
 // appendAll appends every block in set order.
 func (s *freeSet) appendAll(dst []*Block) []*Block {
+	s.settle()
 	for _, l := range s.idx.leaves {
 		for _, bk := range l.vals[:l.n] {
 			for i := len(bk.blocks) - 1; i >= 0; i-- {
@@ -239,6 +314,9 @@ func (s *freeSet) appendAll(dst []*Block) []*Block {
 
 // contains reports whether b is in the set (for invariant checks).
 func (s *freeSet) contains(b *Block) bool {
+	if b == s.hot {
+		return true
+	}
 	li, j, found := s.idx.locate(bkey{b.stream, b.size})
 	if !found {
 		return false

@@ -77,13 +77,13 @@ func simAllocator(tb testing.TB, o gpu.Options, conf string, opts ...allocator.O
 // propertyPolicies are the policies every test of this file runs under.
 var propertyPolicies = allocator.PolicyNames()
 
-func newDriver(t testing.TB, conf, policy string, capacity uint64) *driver {
+func newDriver(t testing.TB, conf, policy string, capacity uint64, opts ...allocator.Option) *driver {
 	pol, err := allocator.NewPolicy(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	card, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf,
-		allocator.WithInvariantChecks(), allocator.WithPolicy(pol))
+	opts = append([]allocator.Option{allocator.WithInvariantChecks(), allocator.WithPolicy(pol)}, opts...)
+	card, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf, opts...)
 	// The policy may have changed the settings (stitch turns expandable
 	// segments on).
 	return &driver{t: t, gpu: card, proc: proc, a: a, cfg: a.Config()}
