@@ -74,17 +74,26 @@ func search(bs []*Block, addr uint64) int {
 	return lo
 }
 
+// insert adds b. It is small enough to inline: the cached pair's inserts
+// find no hot block (the one before left again) and only store b.
 func (s *freeSet) insert(b *Block) {
 	s.n++
 	s.bytes += b.size
-	if s.cold {
-		s.place(b)
-		return
-	}
-	if h := s.hot; h != nil {
-		s.place(h)
-	}
+	h := s.hot
 	s.hot = b
+	if h != nil || s.cold {
+		s.placeFor(h, b)
+	}
+}
+
+// placeFor is insert's second half when a block goes to its bucket: h, the
+// hot block b replaced, or b itself in a cold set.
+func (s *freeSet) placeFor(h, b *Block) {
+	if s.cold {
+		s.hot = nil
+		h = b
+	}
+	s.place(h)
 }
 
 // settle puts the hot block in its bucket.
@@ -174,7 +183,8 @@ func (s *freeSet) newBucket(k bkey) *bucket {
 	return bk
 }
 
-// remove deletes b, which must be in the set with its current size.
+// remove deletes b, which must be in the set with its current size. It
+// inlines: the cached pair removes the hot block.
 func (s *freeSet) remove(b *Block) {
 	s.n--
 	s.bytes -= b.size
@@ -182,6 +192,11 @@ func (s *freeSet) remove(b *Block) {
 		s.hot = nil
 		return
 	}
+	s.unplace(b)
+}
+
+// unplace takes b out of its bucket.
+func (s *freeSet) unplace(b *Block) {
 	bk := b.bucket
 	n := len(bk.blocks)
 	i := n - 1 // best fit takes the lowest address: the last
@@ -233,9 +248,23 @@ func (s *freeSet) largest() uint64 {
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
+	h := s.hot
+	if h == nil {
+		return s.bucketLowerBound(stream, size)
+	}
+	if h.stream == stream && h.size == size {
+		// The hot block fits exactly: only a block of its own bucket, at a
+		// lower address, can come before it. This is a training loop's
+		// malloc after the free of a block of its size.
+		if e := s.tab.get(bkey{stream, size}); e != nil && len(e.blocks) > 0 {
+			if b := e.blocks[len(e.blocks)-1]; b.addr < h.addr {
+				return b
+			}
+		}
+		return h
+	}
 	b := s.bucketLowerBound(stream, size)
-	if h := s.hot; h != nil && (h.stream > stream || h.stream == stream && h.size >= size) &&
-		(b == nil || before(h, b)) {
+	if (h.stream > stream || h.stream == stream && h.size >= size) && (b == nil || before(h, b)) {
 		return h
 	}
 	return b
