@@ -246,8 +246,8 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 // and summarised by their first keys, every bucket in it live, under its
 // own key, knowing its place, marked non-empty exactly when it holds
 // blocks, and holding blocks of its key in descending address order that
-// name it; the hot block in none; the counts of blocks (the hot one's
-// included), bytes, empty buckets and sizes.
+// name it; the hot block in none; the counts of blocks (in buckets),
+// bytes (the hot block's included), empty buckets and sizes.
 func (s *freeSet) check() error {
 	n, keys, empty := 0, 0, 0
 	var bytes uint64
@@ -324,7 +324,6 @@ func (s *freeSet) check() error {
 		if s.cold {
 			return fmt.Errorf("hot block %#x in a set that keeps none", h.addr)
 		}
-		n++
 		bytes += h.size
 	}
 	if s.tab.n != keys {

@@ -33,7 +33,7 @@ type freeSet struct {
 	cold  bool   // tests: no hot block, every insert goes to its bucket
 	idx   bucketIndex
 	tab   bucketTable // the index's buckets by exact key
-	n     int         // blocks in the set
+	n     int         // blocks in buckets: the set's, less the hot one
 	bytes uint64      // their sizes' sum (FreeSummary)
 	empty int         // empty buckets in the index
 	sizes sizeTable
@@ -57,7 +57,12 @@ type bucket struct {
 
 func (a *Allocator) newFreeSet() freeSet { return freeSet{cold: a.coldFree} }
 
-func (s *freeSet) len() int { return s.n }
+func (s *freeSet) len() int {
+	if s.hot != nil {
+		return s.n + 1
+	}
+	return s.n
+}
 
 // search returns the position of addr in a descending slice: the first index
 // whose address is not above addr.
@@ -77,23 +82,24 @@ func search(bs []*Block, addr uint64) int {
 // insert adds b. It is small enough to inline: the cached pair's inserts
 // find no hot block (the one before left again) and only store b.
 func (s *freeSet) insert(b *Block) {
-	s.n++
-	s.bytes += b.size
-	h := s.hot
-	s.hot = b
-	if h != nil || s.cold {
-		s.placeFor(h, b)
+	if s.hot != nil || s.cold {
+		s.insertPlacing(b)
+		return
 	}
+	s.hot = b
+	s.bytes += b.size
 }
 
-// placeFor is insert's second half when a block goes to its bucket: h, the
-// hot block b replaced, or b itself in a cold set.
-func (s *freeSet) placeFor(h, b *Block) {
+// insertPlacing is insert when a block goes to its bucket: the hot one,
+// which b replaces, or b itself in a cold set.
+func (s *freeSet) insertPlacing(b *Block) {
+	s.bytes += b.size
 	if s.cold {
-		s.hot = nil
-		h = b
+		s.place(b)
+		return
 	}
-	s.place(h)
+	s.place(s.hot)
+	s.hot = b
 }
 
 // settle puts the hot block in its bucket.
@@ -115,8 +121,9 @@ func before(a, b *Block) bool {
 	return a.addr < b.addr
 }
 
-// place puts b, counted in n and bytes already, in its bucket.
+// place puts b, counted in bytes already, in its bucket.
 func (s *freeSet) place(b *Block) {
+	s.n++
 	k := bkey{b.stream, b.size}
 	bk := b.bucket
 	if bk == nil || !bk.live || bk.key != k {
@@ -186,7 +193,6 @@ func (s *freeSet) newBucket(k bkey) *bucket {
 // remove deletes b, which must be in the set with its current size. It
 // inlines: the cached pair removes the hot block.
 func (s *freeSet) remove(b *Block) {
-	s.n--
 	s.bytes -= b.size
 	if b == s.hot {
 		s.hot = nil
@@ -209,6 +215,7 @@ func (s *freeSet) unplace(b *Block) {
 	}
 	bk.blocks[n-1] = nil
 	bk.blocks = bk.blocks[:n-1]
+	s.n--
 	if n == 1 {
 		bk.setFull(false)
 		s.sizes.emptied(bk.sz)
@@ -272,7 +279,7 @@ func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 
 // bucketLowerBound is lowerBound over the buckets, without the hot block.
 func (s *freeSet) bucketLowerBound(stream Stream, size uint64) *Block {
-	if s.n == 0 || s.hot != nil && s.n == 1 {
+	if s.n == 0 {
 		return nil
 	}
 	k := bkey{stream, size}
