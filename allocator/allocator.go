@@ -23,7 +23,7 @@ type Allocator struct {
 	pytorch bool // policy is PyTorch{}: its methods are called directly
 	check   bool // run CheckInvariants after every operation
 	// coldFree makes every free set put each block in its bucket at
-	// once, keeping no hot block (freeset.go): the tests compare the two.
+	// once, keeping no hot blocks (freeset.go): the tests compare the two.
 	coldFree bool
 
 	small, large pool

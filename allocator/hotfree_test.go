@@ -9,17 +9,18 @@ import (
 	"github.com/memreplay/memreplay/allocator"
 )
 
-// The free sets keep the block inserted last out of its bucket (the hot
-// block, freeset.go), and best fit, the release paths and the summaries
-// answer from it beside the buckets. TestHotBlockSameDecisions runs every
+// The free sets keep the blocks inserted last out of their buckets (the hot
+// blocks, freeset.go), and best fit, the release paths and the summaries
+// answer from them beside the buckets. TestHotBlockSameDecisions runs every
 // policy and setting of the property test twice on the same random
 // operations, once with hot blocks and once with every block put in its
 // bucket at once (WithColdFreeSets), both with the invariant checks on, and
 // requires the same trace entries (every block handed out, by address and
 // size, every segment mapped or freed), the same live blocks and the same
-// statistics after every step, and the same snapshot at the end. A hot
-// block that best fit returned where the buckets hold a smaller or lower
-// one, or missed, would change an address.
+// statistics after every step, and the same snapshot and free summary at
+// the end. A hot block that best fit returned where the buckets or the
+// other hot blocks hold a smaller or lower one, or missed, would change an
+// address.
 func TestHotBlockSameDecisions(t *testing.T) {
 	steps := 2000
 	if testing.Short() {
@@ -44,8 +45,8 @@ func hotColdRun(t *testing.T, policy, conf string, ci int, seed uint64, steps in
 	cold.a.AddObserver(func(e allocator.TraceEntry) { coldTrace = append(coldTrace, e) })
 	r := rand.New(rand.NewPCG(seed, 100+uint64(ci)))
 	for i := 0; i < steps; i++ {
-		// Most steps repeat a recent size, as a training step does: the
-		// pattern the hot block serves.
+		// Half the frees take the block allocated last, as a training
+		// step's temporaries go: the pattern the hot blocks serve.
 		o := op{kind: uint8(r.IntN(16)), size: randomSize(r), pick: r.Uint32(), stream: uint8(r.IntN(8))}
 		if r.IntN(2) == 0 {
 			o.pick = uint32(len(hot.live) - 1) // the block allocated last
