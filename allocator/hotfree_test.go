@@ -22,19 +22,7 @@ import (
 // other hot blocks hold a smaller or lower one, or missed, would change an
 // address.
 func TestHotBlockSameDecisions(t *testing.T) {
-	steps := 2000
-	if testing.Short() {
-		steps = 400
-	}
-	for _, policy := range propertyPolicies {
-		for ci, conf := range propertyConfs {
-			for seed := uint64(1); seed <= 2; seed++ {
-				t.Run(fmt.Sprintf("%s/conf%d/seed%d", policy, ci, seed), func(t *testing.T) {
-					hotColdRun(t, policy, conf, ci, seed, steps)
-				})
-			}
-		}
-	}
+	eachPropertyCase(t, 2, 2000, 400, hotColdRun)
 }
 
 func hotColdRun(t *testing.T, policy, conf string, ci int, seed uint64, steps int) {

@@ -208,15 +208,21 @@ func randomSize(r *rand.Rand) uint64 {
 }
 
 func TestPropertyRandomSequences(t *testing.T) {
-	steps := 3000
+	eachPropertyCase(t, 3, 3000, 500, propertyRun)
+}
+
+// eachPropertyCase runs run as a subtest for every policy and setting of
+// this file and the first seeds, steps steps long (short in -short mode).
+func eachPropertyCase(t *testing.T, seeds uint64, steps, short int,
+	run func(t *testing.T, policy, conf string, ci int, seed uint64, steps int)) {
 	if testing.Short() {
-		steps = 500
+		steps = short
 	}
 	for _, policy := range propertyPolicies {
 		for ci, conf := range propertyConfs {
-			for seed := uint64(1); seed <= 3; seed++ {
+			for seed := uint64(1); seed <= seeds; seed++ {
 				t.Run(fmt.Sprintf("%s/conf%d/seed%d", policy, ci, seed), func(t *testing.T) {
-					propertyRun(t, policy, conf, ci, seed, steps)
+					run(t, policy, conf, ci, seed, steps)
 				})
 			}
 		}
