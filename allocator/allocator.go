@@ -22,6 +22,9 @@ type Allocator struct {
 	policy  Policy
 	pytorch bool // policy is PyTorch{}: its methods are called directly
 	check   bool // run CheckInvariants after every operation
+	// coldFree makes every free set put each block in its bucket at
+	// once, keeping no hot blocks (freeset.go): the tests compare the two.
+	coldFree bool
 
 	small, large pool
 	stats        Stats
@@ -113,8 +116,8 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 	a := &Allocator{
 		dev:    dev,
 		policy: PyTorch{},
-		small:  pool{small: true, statIdx: StatSmall, free: newFreeSet()},
-		large:  pool{statIdx: StatLarge, free: newFreeSet()},
+		small:  pool{small: true, statIdx: StatSmall},
+		large:  pool{statIdx: StatLarge},
 		events: make(map[Stream]*eventQueue),
 	}
 	a.vm, _ = dev.(VirtualMemory)
@@ -122,6 +125,7 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 		o(a)
 	}
 	_, a.pytorch = a.policy.(PyTorch)
+	a.small.free, a.large.free = a.newFreeSet(), a.newFreeSet()
 	a.pools = []*pool{&a.large, &a.small}
 	if e, ok := a.policy.(policyEngine); ok {
 		if err := e.engine(a, &cfg); err != nil {
@@ -347,7 +351,27 @@ func (a *Allocator) Malloc(size uint64, stream Stream) (*Block, error) {
 	if a.fatal != nil {
 		return nil, a.fatal
 	}
-	b, err := a.malloc(size, stream)
+	// DeviceCachingAllocator::malloc from here (malloc.go), written out
+	// here rather than called: a call layer was a few percent of a cached
+	// pair.
+	if a.pendingEvents > 0 {
+		if err := a.processEvents(); err != nil {
+			return nil, a.fail(err)
+		}
+	}
+	var rounded uint64
+	if a.pytorch {
+		rounded = PyTorch{}.RoundSize(&a.cfg, size) // a direct call on the hot path
+	} else {
+		rounded = a.policy.RoundSize(&a.cfg, size)
+	}
+	var b *Block
+	var err error
+	if a.plan != nil {
+		b, err = a.planMalloc(size, rounded, stream)
+	} else {
+		b, err = a.mallocRounded(size, rounded, stream)
+	}
 	if a.check {
 		a.mustCheck()
 	}

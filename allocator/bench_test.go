@@ -97,6 +97,57 @@ func BenchmarkMallocFreeSplit(b *testing.B) {
 	}
 }
 
+// BenchmarkMallocFreeSplitMerge is the C ABI's pair (cmd/libmemreplay's
+// AllocatorPair without the lock): a 1000-byte malloc carved from a free
+// small-pool block and its free merging the halves back. "segment": the
+// block is a whole 2 MiB segment and the pool holds nothing else;
+// "crowded": it is the lowest of 5,000 free 4 KiB holes between 5,000 live
+// blocks, beside free blocks of 100 other sizes, so that best fit searches
+// a full free set. One op = the pair.
+func BenchmarkMallocFreeSplitMerge(b *testing.B) {
+	b.Run("segment", func(b *testing.B) {
+		a, _ := benchAllocator(b, "", allocator.WithoutLocking())
+		benchPair(b, a, 1000)
+	})
+	b.Run("crowded", func(b *testing.B) {
+		a, _ := benchAllocator(b, "", allocator.WithoutLocking())
+		var holes []*allocator.Block
+		for i := 0; i < 10000; i++ {
+			size := uint64(4096)
+			if i%4 == 3 {
+				size = uint64(8192 + 512*(i%100)) // other sizes, freed too
+			}
+			blk, err := a.Malloc(size, 0)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i%2 == 1 {
+				holes = append(holes, blk)
+			}
+		}
+		for _, blk := range holes {
+			if err := a.Free(blk); err != nil {
+				b.Fatal(err)
+			}
+		}
+		benchPair(b, a, 1000)
+	})
+}
+
+func benchPair(b *testing.B, a *allocator.Allocator, size uint64) {
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		blk, err := a.Malloc(size, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := a.Free(blk); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkMixedWorkload replays a training-step-like pattern: a burst of
 // activations of many sizes allocated in order and freed in reverse, with
 // parameters and optimizer state live throughout. One op = one malloc and

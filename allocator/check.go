@@ -246,7 +246,8 @@ func checkStat(name string, s Stat, want int64, reset bool) error {
 // and summarised by their first keys, every bucket in it live, under its
 // own key, knowing its place, marked non-empty exactly when it holds
 // blocks, and holding blocks of its key in descending address order that
-// name it; the counts of blocks, bytes, empty buckets and sizes.
+// name it; the hot blocks each once and in no bucket; the counts of
+// blocks and bytes (in buckets), empty buckets and sizes.
 func (s *freeSet) check() error {
 	n, keys, empty := 0, 0, 0
 	var bytes uint64
@@ -309,6 +310,30 @@ func (s *freeSet) check() error {
 		for i := l.n; i < leafCap; i++ {
 			if l.vals[i] != nil {
 				return fmt.Errorf("index leaf %d: a bucket past its %d keys", li, l.n)
+			}
+		}
+	}
+	if s.nolder < 0 || s.nolder > olderCap || s.cold && (s.hot != nil || s.nolder > 0) {
+		return fmt.Errorf("%d older hot blocks, newest %v (cold %v)", s.nolder, s.hot, s.cold)
+	}
+	hot := append([]*Block{s.hot}, s.older[:]...)
+	for i, h := range hot {
+		if i > 0 && (h == nil) != (i > s.nolder) {
+			return fmt.Errorf("older hot slot %d of %d: block %v", i-1, s.nolder, h)
+		}
+		if h == nil {
+			continue
+		}
+		// Held once, and in no bucket: its own bucket (if it has one)
+		// must not hold it.
+		if bk := s.tab.get(bkey{h.stream, h.size}); bk != nil {
+			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i] == h {
+				return fmt.Errorf("hot block %#x is in its bucket too", h.addr)
+			}
+		}
+		for _, o := range hot[:i] {
+			if o == h {
+				return fmt.Errorf("hot block %#x held twice", h.addr)
 			}
 		}
 	}

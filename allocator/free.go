@@ -44,9 +44,11 @@ func (a *Allocator) freeBlock(b *Block) error {
 	requested := b.requested
 	var netBlocks, netBytes int64
 	for _, c := range [2]*Block{b.prev, b.next} {
-		if sub := a.tryMerge(b, c); sub > 0 {
+		// tryMerge's test, here so that a neighbour that cannot merge
+		// costs no call.
+		if c.allocatable() && c.mapped == b.mapped {
 			netBlocks--
-			netBytes -= int64(sub)
+			netBytes -= int64(a.merge(b, c))
 		}
 	}
 	a.insertFree(b)
@@ -87,6 +89,11 @@ func (a *Allocator) tryMerge(dst, src *Block) uint64 {
 	if !src.allocatable() || dst.mapped != src.mapped {
 		return 0
 	}
+	return a.merge(dst, src)
+}
+
+// merge merges src, which tryMerge checked, into dst.
+func (a *Allocator) merge(dst, src *Block) uint64 {
 	if dst.prev == src {
 		dst.addr = src.addr
 		dst.prev = src.prev

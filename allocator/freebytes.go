@@ -11,7 +11,7 @@ func (a *Allocator) FreeSummary() (total, largest uint64) {
 		defer a.mu.Unlock()
 	}
 	for _, p := range a.pools {
-		total += p.free.bytes
+		total += p.free.freeBytes()
 		largest = max(largest, p.free.largest())
 	}
 	return total, largest

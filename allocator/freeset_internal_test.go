@@ -12,7 +12,9 @@ import (
 // index splits, merges and drops leaves, and after every step compares
 // each query best fit and the release paths use (lower bound, next,
 // previous, last, the whole set, the largest size) with a sorted list of
-// the same blocks.
+// the same blocks. A third of the removes take one of the blocks inserted
+// last, which the set holds outside their buckets (hot), so that the
+// queries are asked with none, some and all hot places taken.
 func TestFreeSetMatchesSortedModel(t *testing.T) {
 	for _, c := range []struct {
 		name           string
@@ -20,7 +22,7 @@ func TestFreeSetMatchesSortedModel(t *testing.T) {
 	}{{"one-key", 1, 1}, {"few", 2, 5}, {"many", 3, 300}, {"many-streams", 400, 2}} {
 		t.Run(c.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(c.sizes)))
-			s := newFreeSet()
+			var s freeSet
 			var model []*Block // in set order
 			setLess := func(a, b *Block) int {
 				switch {
@@ -32,6 +34,7 @@ func TestFreeSetMatchesSortedModel(t *testing.T) {
 				return cmp.Compare(a.addr, b.addr)
 			}
 			var nextAddr uint64
+			var recent []*Block
 			stream := func() Stream { return Stream(rng.IntN(c.streams) * 3) }
 			size := func() uint64 { return uint64(rng.IntN(c.sizes)+1) * 512 }
 			for step := 0; step < 20000; step++ {
@@ -47,9 +50,22 @@ func TestFreeSetMatchesSortedModel(t *testing.T) {
 					if i, dup := slices.BinarySearchFunc(model, b, setLess); !dup {
 						s.insert(b)
 						model = slices.Insert(model, i, b)
+						recent = append(recent[max(0, len(recent)-2*olderCap):], b)
 					}
 				} else {
 					i := rng.IntN(len(model))
+					if len(recent) > 0 && rng.IntN(3) == 0 {
+						// One of the blocks inserted last, which the set may
+						// keep out of their buckets (hot): a split's
+						// remainder merged back, the last one most often.
+						r := recent[len(recent)-1]
+						if rng.IntN(2) == 0 {
+							r = recent[rng.IntN(len(recent))]
+						}
+						if j, ok := slices.BinarySearchFunc(model, r, setLess); ok && model[j] == r {
+							i = j
+						}
+					}
 					s.remove(model[i])
 					model = slices.Delete(model, i, i+1)
 				}

@@ -6,25 +6,9 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 )
 
-// malloc is DeviceCachingAllocator::malloc after the lock is taken
-// (docs/pytorch-caching-allocator.md 2.4).
-func (a *Allocator) malloc(origSize uint64, stream Stream) (*Block, error) {
-	if a.pendingEvents > 0 {
-		if err := a.processEvents(); err != nil {
-			return nil, a.fail(err)
-		}
-	}
-	var size uint64
-	if a.pytorch {
-		size = PyTorch{}.RoundSize(&a.cfg, origSize) // a direct call on the hot path
-	} else {
-		size = a.policy.RoundSize(&a.cfg, origSize)
-	}
-	if a.plan != nil {
-		return a.planMalloc(origSize, size, stream)
-	}
-	return a.mallocRounded(origSize, size, stream)
-}
+// DeviceCachingAllocator::malloc (docs/pytorch-caching-allocator.md 2.4)
+// begins in Malloc, after the lock is taken: the pending events, the
+// rounding, and the plan policy's planned path.
 
 // mallocRounded is malloc's online path for a rounded size.
 func (a *Allocator) mallocRounded(origSize, size uint64, stream Stream) (*Block, error) {

@@ -83,8 +83,8 @@ type Lifetime struct{ PyTorch }
 func (Lifetime) Name() string { return "lifetime" }
 
 func (Lifetime) engine(a *Allocator, _ *config.Config) error {
-	a.longSmall = pool{small: true, long: true, statIdx: StatSmall, free: newFreeSet()}
-	a.longLarge = pool{long: true, statIdx: StatLarge, free: newFreeSet()}
+	a.longSmall = pool{small: true, long: true, statIdx: StatSmall, free: a.newFreeSet()}
+	a.longLarge = pool{long: true, statIdx: StatLarge, free: a.newFreeSet()}
 	a.pools = []*pool{&a.large, &a.longLarge, &a.small, &a.longSmall}
 	a.life = &lifetimeState{steps: stepDetector{troughDiv: 4, riseDiv: 2}}
 	a.life.classes.init()

@@ -103,7 +103,7 @@ func (Plan) engine(a *Allocator, cfg *config.Config) error {
 			return err
 		}
 	}
-	a.plan = &planState{arena: pool{statIdx: StatLarge, free: newFreeSet()}, gen: 1, steps: planSteps}
+	a.plan = &planState{arena: pool{statIdx: StatLarge, free: a.newFreeSet()}, gen: 1, steps: planSteps}
 	a.stats.Planning = true
 	return nil
 }

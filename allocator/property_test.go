@@ -77,13 +77,13 @@ func simAllocator(tb testing.TB, o gpu.Options, conf string, opts ...allocator.O
 // propertyPolicies are the policies every test of this file runs under.
 var propertyPolicies = allocator.PolicyNames()
 
-func newDriver(t testing.TB, conf, policy string, capacity uint64) *driver {
+func newDriver(t testing.TB, conf, policy string, capacity uint64, opts ...allocator.Option) *driver {
 	pol, err := allocator.NewPolicy(policy)
 	if err != nil {
 		t.Fatal(err)
 	}
-	card, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf,
-		allocator.WithInvariantChecks(), allocator.WithPolicy(pol))
+	opts = append([]allocator.Option{allocator.WithInvariantChecks(), allocator.WithPolicy(pol)}, opts...)
+	card, proc, a, _ := simAllocator(t, gpu.Options{Capacity: capacity, NoContextOverhead: true}, conf, opts...)
 	// The policy may have changed the settings (stitch turns expandable
 	// segments on).
 	return &driver{t: t, gpu: card, proc: proc, a: a, cfg: a.Config()}
@@ -208,15 +208,21 @@ func randomSize(r *rand.Rand) uint64 {
 }
 
 func TestPropertyRandomSequences(t *testing.T) {
-	steps := 3000
+	eachPropertyCase(t, 3, 3000, 500, propertyRun)
+}
+
+// eachPropertyCase runs run as a subtest for every policy and setting of
+// this file and the first seeds, steps steps long (short in -short mode).
+func eachPropertyCase(t *testing.T, seeds uint64, steps, short int,
+	run func(t *testing.T, policy, conf string, ci int, seed uint64, steps int)) {
 	if testing.Short() {
-		steps = 500
+		steps = short
 	}
 	for _, policy := range propertyPolicies {
 		for ci, conf := range propertyConfs {
-			for seed := uint64(1); seed <= 3; seed++ {
+			for seed := uint64(1); seed <= seeds; seed++ {
 				t.Run(fmt.Sprintf("%s/conf%d/seed%d", policy, ci, seed), func(t *testing.T) {
-					propertyRun(t, policy, conf, ci, seed, steps)
+					run(t, policy, conf, ci, seed, steps)
 				})
 			}
 		}
