@@ -22,58 +22,59 @@ func (w *worker) apply(e *trace.Event) error {
 		if err != nil {
 			return err
 		}
-		w.live.insert(e.Addr, live{b: b})
+		w.live.insert(e.Addr, b)
 		w.hold(b.RequestedSize())
 	case trace.ActionFreeRequested:
 		i := w.live.find(e.Addr)
 		if i < 0 {
 			return fmt.Errorf("free of unknown address %#x", e.Addr)
 		}
-		l := w.live.at(i)
-		if l.freed {
+		st := w.live.streamsOf(i)
+		if st != nil && st.freed {
 			return fmt.Errorf("double free of %#x", e.Addr)
 		}
 		// Read before the Free: a stitched block is recycled when its
 		// free completes (allocator/slab.go).
-		n := l.b.RequestedSize()
-		if err := w.a.Free(l.b); err != nil {
+		b := w.live.block(i)
+		n := b.RequestedSize()
+		if err := w.a.Free(b); err != nil {
 			return err
 		}
 		w.drop(n)
-		if len(l.streams) == 0 {
+		if st == nil || len(st.streams) == 0 {
 			w.live.removeAt(i)
 			return nil
 		}
 		// Back in its pool once the streams it was used on catch up:
 		// the trace's free_completed says when.
-		l.freed = true
+		st.freed = true
 	case trace.ActionFreeCompleted:
 		i := w.live.find(e.Addr)
 		if i < 0 {
 			return nil // returned at its request already
 		}
-		l := *w.live.at(i)
-		if !l.freed {
+		st := w.live.streamsOf(i)
+		if st == nil || !st.freed {
 			return fmt.Errorf("free_completed of %#x, which was not freed", e.Addr)
 		}
 		w.live.removeAt(i)
-		for _, s := range l.streams {
+		for _, s := range st.streams {
 			w.proc.CompleteEvents(s)
 		}
 		return w.a.ProcessEvents()
 	case trace.ActionRecordStream:
 		i := w.live.find(e.Addr)
-		if i < 0 || w.live.at(i).freed {
+		if i < 0 {
 			return fmt.Errorf("record_stream of %#x, which is not allocated", e.Addr)
 		}
-		l := w.live.at(i)
+		if st := w.live.streamsOf(i); st != nil && st.freed {
+			return fmt.Errorf("record_stream of %#x, which is not allocated", e.Addr)
+		}
 		s := allocator.Stream(e.Stream)
-		if err := w.a.RecordStream(l.b, s); err != nil {
+		if err := w.a.RecordStream(w.live.block(i), s); err != nil {
 			return err
 		}
-		if !slices.Contains(l.streams, s) {
-			l.streams = append(l.streams, s)
-		}
+		w.live.addStream(i, s)
 	case trace.ActionEmptyCache:
 		return w.a.EmptyCache()
 	case trace.ActionStreamSync:
@@ -97,10 +98,14 @@ func (w *worker) releaseAll() error {
 	waited := false
 	for _, addr := range addrs {
 		i := w.live.find(addr)
-		l := *w.live.at(i)
+		b, st := w.live.block(i), w.live.streamsOf(i)
 		w.live.removeAt(i)
-		if l.freed {
-			for _, s := range l.streams {
+		var streams []allocator.Stream
+		if st != nil {
+			streams = st.streams
+		}
+		if st != nil && st.freed {
+			for _, s := range streams {
 				w.proc.CompleteEvents(s)
 			}
 			waited = true
@@ -108,13 +113,13 @@ func (w *worker) releaseAll() error {
 		}
 		// Read before the Free: a stitched block is recycled when its
 		// free completes (allocator/slab.go).
-		n := l.b.RequestedSize()
-		if err := w.a.Free(l.b); err != nil {
+		n := b.RequestedSize()
+		if err := w.a.Free(b); err != nil {
 			return err
 		}
 		w.drop(n)
-		if len(l.streams) > 0 {
-			for _, s := range l.streams {
+		if len(streams) > 0 {
+			for _, s := range streams {
 				w.proc.CompleteEvents(s)
 			}
 			waited = true

@@ -1,5 +1,11 @@
 package workers
 
+import (
+	"slices"
+
+	"github.com/memreplay/memreplay/allocator"
+)
+
 // liveTable maps a task's recorded addresses to the blocks it holds. It
 // was a Go map, and its hashing and probing were a sixth of the time of a
 // trial-model event (three lookups per allocation's life: the alloc's
@@ -8,16 +14,35 @@ package workers
 // the aligned addresses of a trace (low bits zero) by their high product
 // bits; a removal shifts the entries after it back, so no tombstones pile
 // up in a table that sees millions of inserts and removals.
+//
+// A slot is an address and a block pointer, 16 bytes, four to a cache
+// line: what a block was record_stream'd on, and whether its free waits
+// for those streams, are kept aside (side), keyed by address, because
+// few blocks of a trace ever have them. Slots that carried them inline
+// (56 bytes, a slice among them) made each probe a cache miss of its
+// own, each shift on removal a copy of three pointers (write barriers
+// while the collector marks) and the table three times the garbage per
+// run.
 type liveTable struct {
 	slots []liveSlot // a power of two long, or empty
 	n     int
 	shift uint // 64 - log2(len(slots))
+	// side holds the entries of blocks that were record_stream'd; an
+	// entry leaves with its slot (removeAt, reset).
+	side map[uint64]*streamed
 }
 
+// liveSlot is empty when b is nil: a held block is never nil.
 type liveSlot struct {
 	addr uint64
-	full bool
-	l    live
+	b    *allocator.Block
+}
+
+// streamed is a block's record_stream'd streams, and whether its free was
+// requested and waits for them.
+type streamed struct {
+	streams []allocator.Stream
+	freed   bool
 }
 
 const minLiveSlots = 64
@@ -34,7 +59,7 @@ func (t *liveTable) find(addr uint64) int {
 	mask := len(t.slots) - 1
 	for i := t.home(addr); ; i = (i + 1) & mask {
 		s := &t.slots[i]
-		if !s.full {
+		if s.b == nil {
 			return -1
 		}
 		if s.addr == addr {
@@ -43,20 +68,45 @@ func (t *liveTable) find(addr uint64) int {
 	}
 }
 
-// at returns the entry in slot i (from find), to read or update.
-func (t *liveTable) at(i int) *live { return &t.slots[i].l }
+// block returns the block in slot i (from find).
+func (t *liveTable) block(i int) *allocator.Block { return t.slots[i].b }
 
-// insert adds addr, which the table does not hold.
-func (t *liveTable) insert(addr uint64, l live) {
+// streamsOf returns the record_stream entry of the block in slot i, or nil
+// when it has none.
+func (t *liveTable) streamsOf(i int) *streamed {
+	if len(t.side) == 0 {
+		return nil
+	}
+	return t.side[t.slots[i].addr]
+}
+
+// addStream notes that the block in slot i was used on s.
+func (t *liveTable) addStream(i int, s allocator.Stream) {
+	addr := t.slots[i].addr
+	e := t.side[addr]
+	if e == nil {
+		if t.side == nil {
+			t.side = map[uint64]*streamed{}
+		}
+		e = &streamed{}
+		t.side[addr] = e
+	}
+	if !slices.Contains(e.streams, s) {
+		e.streams = append(e.streams, s)
+	}
+}
+
+// insert adds addr, which the table does not hold, with b (not nil).
+func (t *liveTable) insert(addr uint64, b *allocator.Block) {
 	if (t.n+1)*4 > len(t.slots)*3 {
 		t.grow()
 	}
 	mask := len(t.slots) - 1
 	i := t.home(addr)
-	for t.slots[i].full {
+	for t.slots[i].b != nil {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = liveSlot{addr: addr, full: true, l: l}
+	t.slots[i] = liveSlot{addr: addr, b: b}
 	t.n++
 }
 
@@ -70,17 +120,20 @@ func (t *liveTable) grow() {
 	}
 	t.n = 0
 	for i := range old {
-		if old[i].full {
-			t.insert(old[i].addr, old[i].l)
+		if old[i].b != nil {
+			t.insert(old[i].addr, old[i].b)
 		}
 	}
 }
 
-// removeAt empties slot i and moves back the entries of its probe run that
-// may live closer to their home slot.
+// removeAt empties slot i, with its record_stream entry, and moves back
+// the entries of its probe run that may live closer to their home slot.
 func (t *liveTable) removeAt(i int) {
+	if len(t.side) > 0 {
+		delete(t.side, t.slots[i].addr)
+	}
 	mask := len(t.slots) - 1
-	for j := (i + 1) & mask; t.slots[j].full; j = (j + 1) & mask {
+	for j := (i + 1) & mask; t.slots[j].b != nil; j = (j + 1) & mask {
 		// The entry at j is dist slots past its home; the hole is gap
 		// slots before j. It may fill the hole if that is not before its
 		// home.
@@ -103,12 +156,13 @@ func (t *liveTable) reset() {
 		clear(t.slots)
 		t.n = 0
 	}
+	clear(t.side)
 }
 
 // appendAddrs appends every address the table holds to dst.
 func (t *liveTable) appendAddrs(dst []uint64) []uint64 {
 	for i := range t.slots {
-		if t.slots[i].full {
+		if t.slots[i].b != nil {
 			dst = append(dst, t.slots[i].addr)
 		}
 	}

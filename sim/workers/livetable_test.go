@@ -11,14 +11,20 @@ import (
 )
 
 // TestLiveTableAgreesWithAMap drives the table and a Go map with the same
-// random inserts and removals, addresses drawn from a few clustered ranges
-// (so that probe runs collide and wrap) and 0, and checks that they agree
-// after every step.
+// random inserts, removals and record_streams, addresses drawn from a few
+// clustered ranges (so that probe runs collide and wrap) and 0, and checks
+// that they agree after every step: the block under each address, and the
+// streams and freed flag kept aside, which must leave with their slot (an
+// address used again starts with none).
 func TestLiveTableAgreesWithAMap(t *testing.T) {
+	type entry struct {
+		b       *allocator.Block
+		streams []allocator.Stream
+		freed   bool
+	}
 	rng := rand.New(rand.NewPCG(1, 2))
 	var tab liveTable
-	want := map[uint64]uint64{}
-	blocks := map[uint64]*allocator.Block{}
+	want := map[uint64]*entry{}
 	addr := func() uint64 {
 		switch rng.IntN(4) {
 		case 0:
@@ -30,22 +36,45 @@ func TestLiveTableAgreesWithAMap(t *testing.T) {
 		}
 		return rng.Uint64()
 	}
+	same := func(step, i int, e *entry) {
+		require.Same(t, e.b, tab.block(i), "step %d", step)
+		st := tab.streamsOf(i)
+		if len(e.streams) == 0 {
+			require.Nil(t, st, "step %d", step)
+			return
+		}
+		require.NotNil(t, st, "step %d", step)
+		require.Equal(t, e.streams, st.streams, "step %d", step)
+		require.Equal(t, e.freed, st.freed, "step %d", step)
+	}
 	for step := 0; step < 50000; step++ {
 		a := addr()
 		i := tab.find(a)
-		v, ok := want[a]
+		e, ok := want[a]
 		require.Equal(t, ok, i >= 0, "step %d: find(%#x)", step, a)
 		if ok {
-			require.Same(t, blocks[v], tab.at(i).b, "step %d", step)
-			if rng.IntN(3) > 0 {
+			same(step, i, e)
+			switch rng.IntN(6) {
+			case 0, 1, 2:
 				tab.removeAt(i)
 				delete(want, a)
+			case 3, 4:
+				s := allocator.Stream(rng.IntN(3))
+				tab.addStream(i, s)
+				if !slices.Contains(e.streams, s) {
+					e.streams = append(e.streams, s)
+				}
+			default:
+				if st := tab.streamsOf(i); st != nil {
+					st.freed = true
+					e.freed = true
+				}
 			}
 		} else if rng.IntN(2) == 0 {
-			b := &allocator.Block{}
-			want[a] = uint64(step)
-			blocks[uint64(step)] = b
-			tab.insert(a, live{b: b})
+			e := &entry{b: &allocator.Block{}}
+			want[a] = e
+			tab.insert(a, e.b)
+			same(step, tab.find(a), e)
 		}
 		require.Equal(t, len(want), tab.len())
 		if step%10000 == 0 {
@@ -57,14 +86,15 @@ func TestLiveTableAgreesWithAMap(t *testing.T) {
 			slices.Sort(got)
 			slices.Sort(keys)
 			require.Equal(t, keys, got)
-			for k, v := range want {
+			for k, e := range want {
 				j := tab.find(k)
 				require.GreaterOrEqual(t, j, 0)
-				require.Same(t, blocks[v], tab.at(j).b)
+				same(step, j, e)
 			}
 		}
 	}
 	tab.reset()
 	require.Zero(t, tab.len())
+	require.Empty(t, tab.side)
 	require.Less(t, tab.find(0x7f0000000000), 0)
 }

@@ -22,13 +22,6 @@ const (
 	phaseDone                // stopped
 )
 
-// live is a block a task holds, under its recorded address.
-type live struct {
-	b       *allocator.Block
-	streams []allocator.Stream // record_stream'd on these
-	freed   bool               // free requested, waiting for its streams
-}
-
 // worker is one HPO worker process and the task it runs.
 type worker struct {
 	id    int
