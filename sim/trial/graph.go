@@ -47,7 +47,13 @@ type segment struct {
 
 func (g *gen) newTensor(elems uint64, bytes uint8, site trace.StackID) *tensor {
 	t := g.newTensorSlot()
-	*t = tensor{addr: g.nextAddr, elems: elems, bytes: bytes, refs: 1, param: -1, site: site}
+	// Field by field, the pointer only when set: a composite literal is a
+	// typed store of the whole slot, with a write barrier for grad while
+	// the collector marks, once per tensor.
+	t.addr, t.elems, t.bytes, t.refs, t.param, t.site = g.nextAddr, elems, bytes, 1, -1, site
+	if t.grad != nil {
+		t.grad = nil
+	}
 	// Fake addresses: unique for the trial's lifetime (never reused), 512
 	// B aligned like the allocator's blocks.
 	g.nextAddr += (t.size() + 511) &^ 511

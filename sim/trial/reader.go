@@ -93,9 +93,22 @@ func (r *reader) Next(e *trace.Event) error {
 		}
 		r.fill()
 	}
-	*e = r.g.buf[r.pos]
+	copyEvent(e, &r.g.buf[r.pos])
 	r.pos++
 	return nil
+}
+
+// copyEvent sets *dst to *src field by field, storing the label only when
+// it differs: a whole-struct copy of an Event (it holds a string) is a
+// typed copy, with a bulk write barrier while the collector marks, once
+// per event read. TestCopyEventCopiesEveryField keeps it in step with
+// trace.Event.
+func copyEvent(dst, src *trace.Event) {
+	dst.Action, dst.Device, dst.Addr, dst.Size = src.Action, src.Device, src.Addr, src.Size
+	dst.Stream, dst.TimeUS, dst.DeviceFree, dst.Stack = src.Stream, src.TimeUS, src.DeviceFree, src.Stack
+	if dst.Label != src.Label {
+		dst.Label = src.Label
+	}
 }
 
 // fill generates the next phase's events and stamps their times: the phase
