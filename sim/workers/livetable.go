@@ -2,6 +2,7 @@ package workers
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/memreplay/memreplay/allocator"
 )
@@ -113,17 +114,30 @@ func (t *liveTable) insert(addr uint64, b *allocator.Block) {
 func (t *liveTable) grow() {
 	old := t.slots
 	n := max(minLiveSlots, 2*len(old))
-	t.slots = make([]liveSlot, n)
-	t.shift = 64
-	for k := n; k > 1; k >>= 1 {
-		t.shift--
+	if len(old) == 0 {
+		// A released table's slots, empty, if one is spare.
+		if s := spareSlots.get(); len(s) >= n {
+			t.slots, t.shift = s, shiftOf(len(s))
+			return
+		}
 	}
+	t.slots = make([]liveSlot, n)
+	t.shift = shiftOf(n)
 	t.n = 0
 	for i := range old {
 		if old[i].b != nil {
 			t.insert(old[i].addr, old[i].b)
 		}
 	}
+}
+
+// shiftOf is 64 - log2(n), n a power of two.
+func shiftOf(n int) uint {
+	s := uint(64)
+	for ; n > 1; n >>= 1 {
+		s--
+	}
+	return s
 }
 
 // removeAt empties slot i, with its record_stream entry, and moves back
@@ -157,6 +171,57 @@ func (t *liveTable) reset() {
 		t.n = 0
 	}
 	clear(t.side)
+}
+
+// release empties the table and hands its slots to the next run's
+// workers: each worker of a run grew its table from nothing to its task's
+// peak, an eighth of the bytes a trial-model run allocated.
+func (t *liveTable) release() {
+	t.reset()
+	if len(t.slots) > 0 {
+		spareSlots.put(t.slots)
+	}
+	t.slots, t.shift = nil, 0
+}
+
+// spareSlots is the released tables' slots: emptied, at most maxSpareTables
+// of them, none above maxSpareSlots (a trace that held a million blocks
+// once keeps no 16 MiB table alive).
+var spareSlots slotPool
+
+const (
+	maxSpareTables = 64
+	maxSpareSlots  = 1 << 16
+)
+
+type slotPool struct {
+	mu   sync.Mutex
+	free [][]liveSlot
+}
+
+func (p *slotPool) get() []liveSlot {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.free)
+	if n == 0 {
+		return nil
+	}
+	s := p.free[n-1]
+	p.free[n-1] = nil
+	p.free = p.free[:n-1]
+	return s
+}
+
+// put keeps s, which must hold no entry.
+func (p *slotPool) put(s []liveSlot) {
+	if len(s) > maxSpareSlots {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.free) < maxSpareTables {
+		p.free = append(p.free, s)
+	}
 }
 
 // appendAddrs appends every address the table holds to dst.

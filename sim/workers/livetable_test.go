@@ -13,7 +13,8 @@ import (
 // TestLiveTableAgreesWithAMap drives the table and a Go map with the same
 // random inserts, removals and record_streams, addresses drawn from a few
 // clustered ranges (so that probe runs collide and wrap) and 0, and checks
-// that they agree after every step: the block under each address, and the
+// that they agree after every step, through releases of the table and
+// reuse of released slots: the block under each address, and the
 // streams and freed flag kept aside, which must leave with their slot (an
 // address used again starts with none).
 func TestLiveTableAgreesWithAMap(t *testing.T) {
@@ -77,6 +78,15 @@ func TestLiveTableAgreesWithAMap(t *testing.T) {
 			same(step, tab.find(a), e)
 		}
 		require.Equal(t, len(want), tab.len())
+		if step%7001 == 7000 {
+			// Empty it, and go on in a released table's slots (the
+			// table's own, or another's from the spare list).
+			tab.release()
+			clear(want)
+			var other liveTable
+			other.insert(1, &allocator.Block{})
+			other.release()
+		}
 		if step%10000 == 0 {
 			got := tab.appendAddrs(nil)
 			var keys []uint64

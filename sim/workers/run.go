@@ -103,11 +103,13 @@ func (r *run) observe() {
 }
 
 // closeAll ends what is still running (the run stopped early or failed):
-// readers are closed and processes exit.
+// readers are closed and processes exit. The workers' live tables go to
+// the next run.
 func (r *run) closeAll() {
 	for _, w := range r.workers {
 		w.closeReader()
 		w.exit()
+		w.live.release()
 	}
 }
 
