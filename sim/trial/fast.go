@@ -12,19 +12,26 @@ import "unsafe"
 // the same content at another address only misses the fast table and is
 // then found in the map, so an entry is never wrong, only absent.
 
-// kindKey is a kind string by address, and a layer.
+// kindKey is a kind string by address, and its length and a layer packed
+// in one word, so that a slot is 16 bytes: the sites' table of a BERT-base
+// trial (1,400 sites) is 32 KiB rather than 96, and its probes, one or two
+// per event, a cache miss less often. A key that does not pack (a length
+// or layer out of 16 bits, an empty string) has p nil and is never kept:
+// it goes to the maps every time.
 type kindKey struct {
-	p     *byte // the string's bytes: kept alive by the key
-	n     int32
-	layer int32
+	p  *byte // the string's bytes: kept alive by the key
+	nl uint32
 }
 
 func keyOf(layer int, kind string) kindKey {
-	return kindKey{unsafe.StringData(kind), int32(len(kind)), int32(layer)}
+	if len(kind) == 0 || len(kind) > 0xffff || layer < -1 || layer >= 0xffff {
+		return kindKey{}
+	}
+	return kindKey{unsafe.StringData(kind), uint32(len(kind))<<16 | uint32(layer+1)}
 }
 
 func (k kindKey) hash() uint64 {
-	return uint64(uintptr(unsafe.Pointer(k.p))) ^ uint64(uint32(k.layer))<<40 ^ uint64(uint32(k.n))<<20
+	return uint64(uintptr(unsafe.Pointer(k.p))) ^ uint64(k.nl)<<24
 }
 
 // pairKey is cat's two strings by address.
@@ -44,7 +51,8 @@ func (k pairKey) hash() uint64 {
 // kindTable and pairTable are open addressing with linear probing,
 // never removing: they are emptied whole (reset), and also when full past
 // maxFastEntries, which only strings made afresh for each call would
-// reach. Two concrete types rather than one generic one: a generic table
+// reach. kindTable is filled up to three quarters (its probes stay within
+// a cache line or two), pairTable to a half. Two concrete types rather than one generic one: a generic table
 // calls its key's hash through a dictionary, not inlined, which cost as
 // much as the map lookup it saves.
 type kindTable struct {
@@ -53,10 +61,11 @@ type kindTable struct {
 	shift uint
 }
 
+// kindSlot is empty when its key's p is nil.
 type kindSlot struct {
-	k    kindKey
-	v    int32
-	full bool
+	p  *byte
+	nl uint32
+	v  int32
 }
 
 type pairTable struct {
@@ -86,11 +95,14 @@ func shiftFor(n int) uint {
 	return s
 }
 
+// get finds k; a key that does not pack (p nil) matches no slot, as the
+// probe stops at the first empty one, whose p is nil too. No test of p
+// here: get stays small enough to inline.
 func (t *kindTable) get(k kindKey) (int32, bool) {
 	if t.n > 0 {
 		mask := len(t.slots) - 1
-		for i := int((k.hash() * fibonacci) >> t.shift); t.slots[i].full; i = (i + 1) & mask {
-			if t.slots[i].k == k {
+		for i := int((k.hash() * fibonacci) >> t.shift); t.slots[i].p != nil; i = (i + 1) & mask {
+			if t.slots[i].p == k.p && t.slots[i].nl == k.nl {
 				return t.slots[i].v, true
 			}
 		}
@@ -98,27 +110,31 @@ func (t *kindTable) get(k kindKey) (int32, bool) {
 	return 0, false
 }
 
-// put adds k, which the table does not hold.
+// put adds k, which the table does not hold; a key that does not pack is
+// not kept.
 func (t *kindTable) put(k kindKey, v int32) {
+	if k.p == nil {
+		return
+	}
 	if t.n >= maxFastEntries {
 		t.reset()
 	}
-	if (t.n+1)*2 > len(t.slots) {
+	if (t.n+1)*4 > len(t.slots)*3 {
 		old := t.slots
 		t.slots = make([]kindSlot, max(minFastSlots, 2*len(old)))
 		t.shift, t.n = shiftFor(len(t.slots)), 0
 		for i := range old {
-			if old[i].full {
-				t.put(old[i].k, old[i].v)
+			if old[i].p != nil {
+				t.put(kindKey{old[i].p, old[i].nl}, old[i].v)
 			}
 		}
 	}
 	mask := len(t.slots) - 1
 	i := int((k.hash() * fibonacci) >> t.shift)
-	for t.slots[i].full {
+	for t.slots[i].p != nil {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = kindSlot{k: k, v: v, full: true}
+	t.slots[i] = kindSlot{p: k.p, nl: k.nl, v: v}
 	t.n++
 }
 
