@@ -98,6 +98,26 @@ func (r *reader) Next(e *trace.Event) error {
 	return nil
 }
 
+// NextBatch returns the events not yet read, up to the end of the phase in
+// hand, or the whole next phase when those are read; io.EOF after the
+// last. The slice is the reader's own: its consumer reads it in place
+// (sim/workers: no copy and no interface call per event) and must not
+// keep or change it; it is valid until the next call of NextBatch, Next
+// or Release. Next and NextBatch may be mixed: each takes the events
+// after those the other returned. A slice returned with a nil error is
+// never empty.
+func (r *reader) NextBatch() ([]trace.Event, error) {
+	for r.pos >= len(r.g.buf) {
+		if r.done {
+			return nil, io.EOF
+		}
+		r.fill()
+	}
+	b := r.g.buf[r.pos:]
+	r.pos = len(r.g.buf)
+	return b, nil
+}
+
 // copyEvent sets *dst to *src field by field, storing the label only when
 // it differs: a whole-struct copy of an Event (it holds a string) is a
 // typed copy, with a bulk write barrier while the collector marks, once
