@@ -13,9 +13,10 @@ import (
 // (string address, length, layer) with the same random puts and gets:
 // strings of equal content at different addresses (distinct keys), prefixes
 // of one string (same address, other length), layers from -1 past the
-// packed range, and the empty string, over enough distinct keys to empty
-// the table at maxFastEntries. A hit must carry the map's value; a miss is
-// right only where the map has none or the key does not pack.
+// kept range, and the empty string, over enough distinct keys and wide
+// enough rows to make the table empty itself. A hit must carry the map's
+// value; a miss is right only where the map has none or the key does not
+// pack.
 func TestKindTableAgreesWithAMap(t *testing.T) {
 	type mkey struct {
 		p     *byte
@@ -32,10 +33,11 @@ func TestKindTableAgreesWithAMap(t *testing.T) {
 	}
 	kinds = append(kinds, "", strings.Repeat("y", 0xffff), strings.Repeat("y", 0x10000))
 	packs := func(k string, layer int) bool {
-		return len(k) > 0 && len(k) <= 0xffff && layer >= -1 && layer < 0xffff
+		return len(k) > 0 && len(k) <= 0xffff && layer >= -1 && layer+1 < maxRowWidth
 	}
 	var tab kindTable
 	want := map[mkey]int32{}
+	resets := 0
 	for step := 0; step < 200000; step++ {
 		kind := kinds[rng.IntN(len(kinds))]
 		var layer int
@@ -43,7 +45,7 @@ func TestKindTableAgreesWithAMap(t *testing.T) {
 		case 0:
 			layer = -1
 		case 1:
-			layer = 0xfffe + rng.IntN(4) // at and past the packed range
+			layer = maxRowWidth - 3 + rng.IntN(4) // at and past the kept range
 		case 2:
 			layer = -2 - rng.IntN(3)
 		default:
@@ -64,13 +66,17 @@ func TestKindTableAgreesWithAMap(t *testing.T) {
 		}
 		if !ok {
 			nv := int32(rng.IntN(1 << 30))
+			tab.put(k, nv)
 			if packs(kind, layer) {
-				if len(want) >= maxFastEntries {
-					clear(want) // the table empties itself here
+				if tab.n != len(want)+1 {
+					// The table emptied itself (maxFastEntries, or
+					// its rows' bound) before it put k.
+					require.Equal(t, 1, tab.n, "step %d", step)
+					clear(want)
+					resets++
 				}
 				want[mk] = nv
 			}
-			tab.put(k, nv)
 		}
 		require.Equal(t, len(want), tab.n, "step %d", step)
 		if step%50000 == 49999 {
@@ -78,4 +84,5 @@ func TestKindTableAgreesWithAMap(t *testing.T) {
 			clear(want)
 		}
 	}
+	require.Positive(t, resets, "the table never emptied itself")
 }
