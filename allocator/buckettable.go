@@ -12,28 +12,15 @@ import "math/bits"
 // Open addressing with linear probing, at most half full. Buckets enter it
 // when the free set makes them and leave it only when the free set sweeps
 // its empty buckets out, which rebuilds the table: so there is no deletion.
-//
-// A slot holds its bucket's key beside the pointer (24 bytes): a probe
-// compares the key in the slot it already has, where a slot of the pointer
-// alone made every probe read the bucket it points to, a cache miss for
-// each slot it passed over on the way to its key or to an empty slot (the
-// key comparison was about 6% of BenchmarkReplay1M; issue 19). A slot is
-// empty when its pointer is nil.
-//
-// bucketTableKeep is the size (in slots) up to which reset keeps a table
-// however few buckets remain: clearing it costs less than growing a new
-// one back.
+// bucketTableKeep is the size (in slots, 8 bytes each) up to which reset
+// keeps a table however few buckets remain: clearing it costs less than
+// growing a new one back.
 const bucketTableKeep = 4096
 
 type bucketTable struct {
-	slots []tabSlot
+	slots []*bucket
 	n     int
 	shift uint8
-}
-
-type tabSlot struct {
-	key bkey
-	bk  *bucket // nil: the slot is empty
 }
 
 func (t *bucketTable) home(k bkey) int {
@@ -48,9 +35,9 @@ func (t *bucketTable) get(k bkey) *bucket {
 	}
 	mask := len(t.slots) - 1
 	for i := t.home(k); ; i = (i + 1) & mask {
-		s := &t.slots[i]
-		if s.bk == nil || s.key == k {
-			return s.bk
+		bk := t.slots[i]
+		if bk == nil || bk.key == k {
+			return bk
 		}
 	}
 }
@@ -67,20 +54,21 @@ func (t *bucketTable) add(bk *bucket) {
 func (t *bucketTable) place(bk *bucket) {
 	mask := len(t.slots) - 1
 	i := t.home(bk.key)
-	for t.slots[i].bk != nil {
+	for t.slots[i] != nil {
 		i = (i + 1) & mask
 	}
-	t.slots[i] = tabSlot{bk.key, bk}
+	t.slots[i] = bk
 }
 
 // resize empties the table into size slots and puts its buckets back.
+
 func (t *bucketTable) resize(size int) {
 	old := t.slots
-	t.slots = make([]tabSlot, size)
+	t.slots = make([]*bucket, size)
 	t.shift = uint8(64 - bits.Len(uint(size-1)))
-	for _, s := range old {
-		if s.bk != nil {
-			t.place(s.bk)
+	for _, bk := range old {
+		if bk != nil {
+			t.place(bk)
 		}
 	}
 }
@@ -98,7 +86,7 @@ func (t *bucketTable) reset(n int) {
 		size *= 2
 	}
 	if size > len(t.slots) || len(t.slots) > max(4*size, bucketTableKeep) {
-		t.slots = make([]tabSlot, size)
+		t.slots = make([]*bucket, size)
 		t.shift = uint8(64 - bits.Len(uint(size-1)))
 	} else {
 		clear(t.slots)
