@@ -321,9 +321,6 @@ func (s *freeSet) check() error {
 		if i > 0 && (h == nil) != (i > s.nolder) {
 			return fmt.Errorf("older hot slot %d of %d: block %v", i-1, s.nolder, h)
 		}
-		if i > 0 && h != nil && s.okeys[i-1] != keyOf(h) {
-			return fmt.Errorf("older hot slot %d: key %+v for block %v", i-1, s.okeys[i-1], h)
-		}
 		if h == nil {
 			continue
 		}

@@ -36,7 +36,6 @@ package allocator
 type freeSet struct {
 	hot    *Block           // the newest block outside its bucket, or nil
 	older  [olderCap]*Block // the ones before it, oldest first
-	okeys  [olderCap]okey   // older's blocks' keys, beside them: lowerBound reads these, not the blocks
 	nolder int
 	cold   bool // tests: no hot blocks, every insert goes to its bucket
 	idx    bucketIndex
@@ -70,28 +69,6 @@ func (a *Allocator) newFreeSet() freeSet { return freeSet{cold: a.coldFree} }
 // the trial model 4 in all left 23% of the inserts to reach a bucket, 8
 // left 12%, 16 left 9%.
 const olderCap = 7
-
-// okey is an older hot block's place in set order. Best fit compares every
-// older block with the request on each malloc; its keys here, in one run
-// beside the pointers, spare it a load from each block (a free block's
-// key does not change while it is in the set).
-type okey struct {
-	stream     Stream
-	size, addr uint64
-}
-
-func keyOf(b *Block) okey { return okey{b.stream, b.size, b.addr} }
-
-// before says whether k comes before o in set order.
-func (k *okey) before(o *okey) bool {
-	if k.stream != o.stream {
-		return k.stream < o.stream
-	}
-	if k.size != o.size {
-		return k.size < o.size
-	}
-	return k.addr < o.addr
-}
 
 func (s *freeSet) len() int {
 	n := s.n + s.nolder
@@ -137,11 +114,9 @@ func (s *freeSet) insertPlacing(b *Block) {
 	if s.nolder == olderCap {
 		s.place(s.older[0])
 		copy(s.older[:], s.older[1:])
-		copy(s.okeys[:], s.okeys[1:])
 		s.nolder--
 	}
 	s.older[s.nolder] = s.hot
-	s.okeys[s.nolder] = keyOf(s.hot)
 	s.nolder++
 	s.hot = b
 }
@@ -255,7 +230,6 @@ func (s *freeSet) removeElsewhere(b *Block) {
 	for i, h := range s.older[:s.nolder] {
 		if h == b {
 			copy(s.older[i:], s.older[i+1:s.nolder])
-			copy(s.okeys[i:], s.okeys[i+1:s.nolder])
 			s.nolder--
 			s.older[s.nolder] = nil
 			return
@@ -336,14 +310,12 @@ func (s *freeSet) largest() uint64 {
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 	var h *Block // the first hot block at or after the key
-	var hk okey  // its key
 	if c := s.hot; c != nil && (c.stream > stream || c.stream == stream && c.size >= size) {
-		h, hk = c, keyOf(c)
+		h = c
 	}
-	for i := range s.okeys[:s.nolder] {
-		c := &s.okeys[i]
-		if (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || c.before(&hk)) {
-			h, hk = s.older[i], *c
+	for _, c := range s.older[:s.nolder] {
+		if (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || before(c, h)) {
+			h = c
 		}
 	}
 	if h == nil {
