@@ -218,7 +218,7 @@ func (a *Allocator) Stats() Stats {
 	if a.lock() {
 		defer a.mu.Unlock()
 	}
-	return a.stats
+	return a.stats.withAll()
 }
 
 // ResetPeakStats sets every peak to the current value.
