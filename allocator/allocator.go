@@ -218,7 +218,7 @@ func (a *Allocator) Stats() Stats {
 	if a.lock() {
 		defer a.mu.Unlock()
 	}
-	return a.stats.withAll()
+	return a.stats
 }
 
 // ResetPeakStats sets every peak to the current value.

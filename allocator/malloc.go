@@ -255,8 +255,8 @@ func (a *Allocator) outOfMemory(p *params, origSize uint64) error {
 		AllocSize:   p.allocSize,
 		DeviceFree:  free,
 		DeviceTotal: total,
-		Allocated:   uint64(a.stats.AllocatedBytes.current()),
-		Reserved:    uint64(a.stats.ReservedBytes.current()),
+		Allocated:   uint64(a.stats.AllocatedBytes[StatAll].Current),
+		Reserved:    uint64(a.stats.ReservedBytes[StatAll].Current),
 	}
 	if a.setFraction {
 		e.Allowed, e.Limited = a.allowedMax, true

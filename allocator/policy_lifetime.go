@@ -166,7 +166,7 @@ func (l *lifetimeState) allocated(a *Allocator, b *Block, size uint64, long bool
 	if long {
 		c.liveLong++
 	}
-	l.track(a.stats.AllocatedBytes.current(), false)
+	l.track(a.stats.AllocatedBytes[StatAll].Current, false)
 }
 
 // freed is the vote of a block the program frees.
@@ -182,7 +182,7 @@ func (l *lifetimeState) freed(a *Allocator, b *Block) {
 		}
 		b.class = nil
 	}
-	l.track(a.stats.AllocatedBytes.current(), true)
+	l.track(a.stats.AllocatedBytes[StatAll].Current, true)
 }
 
 // releaseLong returns the free block b of a long-lived pool to the device

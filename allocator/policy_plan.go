@@ -207,7 +207,7 @@ func (ps *planState) observe(a *Allocator, b *Block, size uint64, stream Stream)
 	}
 	b.planGen, b.planIdx = ps.gen, int32(ps.first+len(ps.reqs))
 	ps.reqs = append(ps.reqs, planReq{size: size, stream: stream, t: ps.clock, end: -1})
-	ps.track(a, a.stats.AllocatedBytes.current(), false)
+	ps.track(a, a.stats.AllocatedBytes[StatAll].Current, false)
 }
 
 // planFreed logs a free; allocated bytes have already dropped.
@@ -220,7 +220,7 @@ func (a *Allocator) planFreed(b *Block) {
 	if i := int(b.planIdx) - ps.first; b.planGen == ps.gen && i >= 0 && i < len(ps.reqs) {
 		ps.reqs[i].end = ps.clock
 	}
-	ps.track(a, a.stats.AllocatedBytes.current(), true)
+	ps.track(a, a.stats.AllocatedBytes[StatAll].Current, true)
 }
 
 // slide drops the log's entries before the first step boundary in its

@@ -38,51 +38,16 @@ const (
 
 // StatArray is a statistic kept for all pools together and per pool. The
 // pool is the one the block lives in, not the size of the request.
-//
-// Inside the allocator the "all" entry keeps only its peak: its current
-// value and its totals are the two pools' sums, so an update writes the
-// pool's entry and, when it increases, compares the sum with the peak;
-// decreases touch the pool's entry alone. The statistics were about a
-// sixth of a cached malloc+free pair, over thirty such updates (issue 19).
-// Every reader goes through Allocator.Stats, which fills "all" in
-// (withAll), or through current for the live sum.
 type StatArray [3]Stat
 
 func (a *StatArray) increase(pool int, n int64) {
+	a[StatAll].increase(n)
 	a[pool].increase(n)
-	if c := a[StatSmall].Current + a[StatLarge].Current; c > a[StatAll].Peak {
-		a[StatAll].Peak = c
-	}
 }
 
 func (a *StatArray) decrease(pool int, n int64) {
+	a[StatAll].decrease(n)
 	a[pool].decrease(n)
-}
-
-// current is the "all" entry's current value.
-func (a *StatArray) current() int64 { return a[StatSmall].Current + a[StatLarge].Current }
-
-// fillAll sets the "all" entry's current value and totals to the pools'
-// sums; its peak is kept as it is.
-func (a *StatArray) fillAll() {
-	s, l := &a[StatSmall], &a[StatLarge]
-	a[StatAll].Current = s.Current + l.Current
-	a[StatAll].Allocated = s.Allocated + l.Allocated
-	a[StatAll].Freed = s.Freed + l.Freed
-}
-
-// withAll returns the statistics with every array's "all" entry filled in,
-// as the allocator reports them.
-func (s *Stats) withAll() Stats {
-	c := *s
-	c.fillAll()
-	return c
-}
-
-func (s *Stats) fillAll() {
-	for _, ar := range s.Arrays() {
-		ar.Array.fillAll()
-	}
 }
 
 // Stats mirrors torch.cuda.memory_stats(). See Map for the flattened keys.
@@ -236,7 +201,6 @@ func (s *Stats) each(fn func(*Stat)) {
 }
 
 func (s *Stats) resetPeak() {
-	s.fillAll() // "all"'s peak becomes its current value, the pools' sum
 	s.each(func(st *Stat) { st.Peak = st.Current })
 }
 
