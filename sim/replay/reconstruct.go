@@ -508,7 +508,11 @@ func summarize(init []trace.Segment, notes []string) *Reconstruction {
 // replays the same; the roundest is taken (the one with the most trailing
 // zero bits), the figure a person sets: 24 GiB for a trial limited to
 // 24 GiB on a 141 GB card, where the device's own size would replay no
-// OOM at all.
+// OOM at all. The segment asked for is PyTorch's get_allocation_size of
+// the oom's size; under expandable segments a request of 1 to 10 MiB maps
+// only its own pages, not 20 MiB, so there the bound is loose by up to
+// 18 MiB (left so: a recorded fraction, expandable segments and an oom on
+// such a request together are rare).
 func ImpliedCapacity(t *trace.Trace) map[int32]int64 { return impliedCapacity(wholeOf(t)) }
 
 // oomAt is an oom event: its index, device, the driver's free bytes, the
