@@ -39,33 +39,26 @@ func newTestLib(t testing.TB, conf string, edit func(*options)) (*library, *byte
 	return l, &stderr
 }
 
-// keepEvidence writes a recording that did not replay where it outlives
-// the test (the system's temporary directory) and logs its path: the
-// divergence seen once in a few hundred runs under load is then there to
-// study (memreplay replay --check FILE).
-func keepEvidence(t *testing.T, tr *trace.Trace) {
+// requireNoDivergence holds a replay check to no divergence. When there
+// is one, the recording is kept first, where it outlives the test (write
+// writes it to the path given, in the system's temporary directory), and
+// its path logged: a divergence seen once in a few hundred runs under load
+// is then there to study (memreplay replay --check FILE).
+func requireNoDivergence(t *testing.T, c *replay.CheckResult, write func(path string) error) {
 	t.Helper()
-	f := evidenceFile(t)
-	if f == "" {
-		return
+	if c.FirstDivergence != nil {
+		f, err := os.CreateTemp("", "memreplay-"+strings.NewReplacer("/", "_", ":", "_").Replace(t.Name())+"-*.mrt")
+		if err == nil {
+			f.Close()
+			err = write(f.Name())
+		}
+		if err != nil {
+			t.Logf("keeping the recording: %v", err)
+		} else {
+			t.Logf("the recording that diverged: %s", f.Name())
+		}
 	}
-	if err := trace.WriteFile(f, tr); err != nil {
-		t.Logf("keeping the recording: %v", err)
-		return
-	}
-	t.Logf("the recording that diverged: %s", f)
-}
-
-// evidenceFile is a new file named for the test in the system's temporary
-// directory, or "" (logged) when none can be made.
-func evidenceFile(t *testing.T) string {
-	f, err := os.CreateTemp("", "memreplay-"+strings.NewReplacer("/", "_", ":", "_").Replace(t.Name())+"-*.mrt")
-	if err != nil {
-		t.Logf("keeping the recording: %v", err)
-		return ""
-	}
-	f.Close()
-	return f.Name()
+	require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
 }
 
 // Concurrent callers on two devices with the recording on: empty_cache,
@@ -84,10 +77,7 @@ func TestConcurrentRecording(t *testing.T) {
 			res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
 			require.NoError(t, err)
 			c := res.Check
-			if c.FirstDivergence != nil {
-				keepEvidence(t, tr)
-			}
-			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+			requireNoDivergence(t, c, func(path string) error { return trace.WriteFile(path, tr) })
 			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
 			require.Greater(t, c.DecisionsExpected, int64(iters))
 			require.True(t, c.Passed(), c.FinalDifference)
@@ -463,10 +453,7 @@ func TestRecordStreamDuringAReleaseRecordsInOrder(t *testing.T) {
 	res, err := replay.Run(tr.NewReader(), replay.Options{Check: true})
 	require.NoError(t, err)
 	c := res.Check
-	if c.FirstDivergence != nil {
-		keepEvidence(t, tr)
-	}
-	require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+	requireNoDivergence(t, c, func(path string) error { return trace.WriteFile(path, tr) })
 	require.True(t, c.Passed(), c.FinalDifference)
 }
 

@@ -387,13 +387,13 @@ func TestTraceReplaysExactly(t *testing.T) {
 			res, err := replay.Run(o.Reader, replay.Options{Check: true, InvariantChecks: true})
 			require.NoError(t, err)
 			c := res.Check
-			if c.FirstDivergence != nil { // keep the recording (keepEvidence)
+			requireNoDivergence(t, c, func(path string) error {
 				b, err := os.ReadFile(tracePath)
-				if f := evidenceFile(t); f != "" && err == nil && os.WriteFile(f, b, 0o644) == nil {
-					t.Logf("the recording that diverged: %s", f)
+				if err != nil {
+					return err
 				}
-			}
-			require.Nil(t, c.FirstDivergence, "first divergence: %v", c.FirstDivergence)
+				return os.WriteFile(path, b, 0o644)
+			})
 			require.Equal(t, c.DecisionsExpected, c.DecisionsMatched)
 			require.Greater(t, c.DecisionsExpected, int64(1000))
 			require.NotNil(t, c.FinalSegmentsMatch)

@@ -52,15 +52,7 @@ func TestSynthMatchesSharedTrainingTraces(t *testing.T) {
 			if _, err := os.Stat(real); err != nil {
 				t.Skipf("real trace %s not present (../shared is outside the repository)", real)
 			}
-			out := filepath.Join(t.TempDir(), "synth.mrt")
-			_, _, err := synth(append(c.flags, "--steps", "2", "--eval-batches", "1", "-q", "-o", out)...)
-			require.NoError(t, err)
-			rReq, rBlk := replayPeaks(t, real)
-			sReq, sBlk := replayPeaks(t, out)
-			t.Logf("peak live requested: real %.0f synth %.0f (%+.2f%%); in blocks: real %.0f synth %.0f (%+.2f%%)",
-				rReq, sReq, 100*(sReq/rReq-1), rBlk, sBlk, 100*(sBlk/rBlk-1))
-			require.InDelta(t, 1, sReq/rReq, tolSynthPeak, "peak live (requested bytes)")
-			require.InDelta(t, 1, sBlk/rBlk, tolSynthPeak, "peak live (allocated blocks)")
+			requireSynthPeaksNear(t, real, append(c.flags, "--steps", "2", "--eval-batches", "1")...)
 		})
 	}
 }
@@ -108,10 +100,18 @@ func TestSynthProgramSwitches(t *testing.T) {
 // within the documented 5% of the recording's, replayed alike
 // (docs/trial-model.md, "Real BERT-base fine-tuning on an H200").
 func TestSynthAgainstARecordedBERTTrial(t *testing.T) {
-	real := filepath.Join("..", "..", "traces", "recorded", "bert-base_b8_s128_fp16.pickle")
+	requireSynthPeaksNear(t, filepath.Join("..", "..", "traces", "recorded", "bert-base_b8_s128_fp16.pickle"),
+		"--model", "bert-base", "--batch", "8", "--seq-len", "128", "--precision", "fp16",
+		"--attention", "sdpa", "--keep-grads", "--steps", "4", "--eval-batches", "1")
+}
+
+// requireSynthPeaksNear generates a trial with `memreplay synth` and the
+// flags, replays it and the real trace alike, and holds both peak-live
+// figures (requested bytes, allocated blocks) within tolSynthPeak.
+func requireSynthPeaksNear(t *testing.T, real string, flags ...string) {
+	t.Helper()
 	out := filepath.Join(t.TempDir(), "synth.mrt")
-	_, _, err := synth("--model", "bert-base", "--batch", "8", "--seq-len", "128", "--precision", "fp16",
-		"--attention", "sdpa", "--keep-grads", "--steps", "4", "--eval-batches", "1", "-q", "-o", out)
+	_, _, err := synth(append(flags, "-q", "-o", out)...)
 	require.NoError(t, err)
 	rReq, rBlk := replayPeaks(t, real)
 	sReq, sBlk := replayPeaks(t, out)

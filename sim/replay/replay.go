@@ -506,7 +506,7 @@ func (rp *replayer) loop() error {
 	checkAt := rp.checkAt()
 	progressAt := int64(math.MaxInt64)
 	if rp.opts.Progress != nil {
-		progressAt = (rp.n/ProgressEvery + 1) * ProgressEvery
+		progressAt = nextProgress(rp.n)
 	}
 	for {
 		if rp.n >= checkAt && rp.opts.StopAfter > 0 && rp.n >= rp.opts.StopAfter {
@@ -531,7 +531,7 @@ func (rp *replayer) loop() error {
 		if rp.n >= checkAt {
 			if rp.n >= progressAt {
 				rp.opts.Progress(rp.n)
-				progressAt = (rp.n/ProgressEvery + 1) * ProgressEvery
+				progressAt = nextProgress(rp.n)
 			}
 			checkAt = rp.checkAt()
 		}
@@ -571,6 +571,9 @@ func (rp *replayer) loop() error {
 	}
 }
 
+// nextProgress is the multiple of ProgressEvery after n.
+func nextProgress(n int64) int64 { return (n/ProgressEvery + 1) * ProgressEvery }
+
 // checkAt is the smallest event count after rp.n at which StopAfter may
 // end the replay or Progress be due (StopAfter itself when it has
 // passed), or the largest count when neither is set.
@@ -580,7 +583,7 @@ func (rp *replayer) checkAt() int64 {
 		at = rp.opts.StopAfter
 	}
 	if rp.opts.Progress != nil {
-		at = min(at, (rp.n/ProgressEvery+1)*ProgressEvery)
+		at = min(at, nextProgress(rp.n))
 	}
 	return at
 }

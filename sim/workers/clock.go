@@ -10,18 +10,18 @@ package workers
 // every computing worker alike, so a computing worker's next event happens
 // when v reaches a fixed key (v at the time it began computing plus the
 // compute it needs). Keys do not change when n changes; only the mapping of
-// v to wall time does. That is what lets two small heaps order the steps of
+// v to wall time does. That is what lets two small queues order the steps of
 // all workers exactly, without re-keying anyone when a worker starts or
 // stops computing.
 
-// entry is a worker's place in one of the heaps: key is a v target (compute
-// heap) or a wall time in nanoseconds (wait heap).
+// entry is a worker's place in one of the queues: key is a v target (compute
+// queue) or a wall time in nanoseconds (wait queue).
 type entry struct {
 	key float64
 	w   int
 }
 
-// minHeap holds entries in order of key, then worker index (the tie rule
+// sortedQueue holds entries in order of key, then worker index (the tie rule
 // that makes runs deterministic), the least last: a run has a handful of
 // workers, so a sorted slice beats a binary heap (one compare-and-shift
 // loop to insert, none to take the least; the heap's sift-down on every
@@ -29,7 +29,7 @@ type entry struct {
 // slice, which only grows: a push that stored the slice back (its
 // pointer) made a write barrier per event, 2% of the trial model while
 // the collector marks.
-type minHeap struct {
+type sortedQueue struct {
 	e []entry // e[:n] are the entries
 	n int
 }
@@ -42,7 +42,7 @@ func before(a, b entry) bool {
 	return a.w < b.w
 }
 
-func (h *minHeap) push(e entry) {
+func (h *sortedQueue) push(e entry) {
 	if h.n == len(h.e) {
 		h.e = append(h.e, entry{})
 		h.e = h.e[:cap(h.e)]
@@ -57,12 +57,12 @@ func (h *minHeap) push(e entry) {
 	h.n++
 }
 
-func (h *minHeap) len() int { return h.n }
+func (h *sortedQueue) len() int { return h.n }
 
-// min is the least entry; the heap must not be empty.
-func (h *minHeap) min() entry { return h.e[h.n-1] }
+// min is the least entry; the queue must not be empty.
+func (h *sortedQueue) min() entry { return h.e[h.n-1] }
 
-func (h *minHeap) pop() entry {
+func (h *sortedQueue) pop() entry {
 	h.n--
 	return h.e[h.n]
 }
@@ -72,8 +72,8 @@ type scheduler struct {
 	share   float64 // Compute.Share
 	now     float64 // wall time, ns
 	v       float64 // virtual compute time, ns
-	compute minHeap
-	wait    minHeap
+	compute sortedQueue
+	wait    sortedQueue
 	// spN is 1 + the count of computing workers sp was last worked out
 	// for (0: none): next asks once per event, the count rarely changes.
 	spN int

@@ -8,13 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestMinHeapAgreesWithASortedList pushes and pops random entries (few
+// TestSortedQueueAgreesWithASortedList pushes and pops random entries (few
 // distinct keys, so that ties fall to the worker index) and checks every
 // min and pop against a list sorted by the tie rule, through growth of the
-// heap's array and emptying it again.
-func TestMinHeapAgreesWithASortedList(t *testing.T) {
+// queue's array and emptying it again.
+func TestSortedQueueAgreesWithASortedList(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
-	var h minHeap
+	var h sortedQueue
 	var want []entry
 	for step := 0; step < 20000; step++ {
 		if len(want) == 0 || rng.IntN(5) < 3 && len(want) < 40 {
