@@ -414,7 +414,8 @@ func (a *Allocator) checkLive(b *Block) error {
 
 // RecordStream marks an allocated block as used on stream s, so that its
 // free waits for the work queued on s (Tensor.record_stream). The block's
-// own stream is ignored.
+// own stream is ignored. Observers of ActionRecordStream see every call on
+// a live block, its own stream's too, as the caller made it.
 func (a *Allocator) RecordStream(b *Block, s Stream) error {
 	if a.lock() {
 		defer a.mu.Unlock()
@@ -422,6 +423,7 @@ func (a *Allocator) RecordStream(b *Block, s Stream) error {
 	if err := a.checkLive(b); err != nil {
 		return err
 	}
+	a.record(ActionRecordStream, b.addr, 0, s)
 	if s == b.stream {
 		return nil
 	}
@@ -461,6 +463,7 @@ func (a *Allocator) EmptyCache() error {
 		return a.fatal
 	}
 	err := a.releaseCachedBlocks()
+	a.record(ActionEmptyCache, 0, 0, 0)
 	if a.check {
 		a.mustCheck()
 	}

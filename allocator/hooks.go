@@ -13,10 +13,20 @@ const (
 	ActionSegmentMap                  // expandable pages mapped
 	ActionSegmentUnmap                // expandable pages unmapped
 	ActionOOM                         // malloc failed; Size is the rounded size
+
+	// The caller's requests that change no block's place but that a
+	// recording must put among the entries in the order the allocator
+	// served them: PyTorch's trace has no entry for either. They come
+	// after the entries of what they caused (an empty_cache after its
+	// segment frees), under the allocator's lock like every entry, so no
+	// other thread's entry can come between. Only observers that ask for
+	// them (Requests) see them.
+	ActionRecordStream // RecordStream of a live block: Addr is the block's, Stream the stream it is used on
+	ActionEmptyCache   // EmptyCache done
 )
 
 var actionNames = [...]string{"alloc", "free_requested", "free_completed", "segment_alloc",
-	"segment_free", "segment_map", "segment_unmap", "oom"}
+	"segment_free", "segment_map", "segment_unmap", "oom", "record_stream", "empty_cache"}
 
 func (a Action) String() string {
 	if int(a) < len(actionNames) {
@@ -53,15 +63,18 @@ func Actions(as ...Action) ActionSet {
 // Has says whether a is in the set.
 func (s ActionSet) Has(a Action) bool { return s&(1<<a) != 0 }
 
-// AllActions holds every action; Decisions those that are the allocator's
-// own decisions rather than the caller's requests: the device calls and
-// the out-of-memory.
+// AllActions holds every action PyTorch's trace has an entry for;
+// Decisions those that are the allocator's own decisions rather than the
+// caller's requests: the device calls and the out-of-memory. Requests are
+// the calls PyTorch's trace leaves out (record_stream, empty_cache), which
+// a recording that a replay must follow needs in their place.
 var (
 	AllActions = ActionSet(1<<(ActionOOM+1) - 1)
 	Decisions  = Actions(ActionSegmentAlloc, ActionSegmentFree, ActionSegmentMap, ActionSegmentUnmap, ActionOOM)
+	Requests   = Actions(ActionRecordStream, ActionEmptyCache)
 )
 
-// AddObserver registers an observer of every action and returns the
+// AddObserver registers an observer of every action in AllActions and returns the
 // function that removes it. With no observer registered, recording costs
 // one test.
 func (a *Allocator) AddObserver(o Observer) (remove func()) {

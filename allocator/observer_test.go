@@ -59,3 +59,56 @@ func TestObserverForActions(t *testing.T) {
 		t.Fatalf("removed decision observer called: %v", decisions)
 	}
 }
+
+// The caller's requests PyTorch's trace has no entry for (record_stream,
+// empty_cache) reach the observers that ask for them, under the lock and in
+// their place: record_stream when called on a live block (its own stream
+// too), empty_cache after the segment frees it caused. An observer of
+// AllActions does not see them.
+func TestRequestsReachTheirObservers(t *testing.T) {
+	_, _, a, _ := simAllocator(t, gpu.Options{Capacity: 1 << 30, NoContextOverhead: true}, "")
+	var all, withRequests []allocator.TraceEntry
+	a.AddObserver(func(e allocator.TraceEntry) { all = append(all, e) })
+	a.AddObserverFor(allocator.AllActions|allocator.Requests, func(e allocator.TraceEntry) { withRequests = append(withRequests, e) })
+	b, err := a.Malloc(4<<20, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := b.Addr()
+	if err := a.RecordStream(b, 7); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(b, 0); err != nil { // its own stream: a no-op, still the caller's call
+		t.Fatal(err)
+	}
+	if err := a.Free(b); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.RecordStream(b, 7); err == nil { // freed: refused, not recorded
+		t.Fatal("record_stream of a freed block accepted")
+	}
+	if err := a.ProcessEvents(); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.EmptyCache(); err != nil {
+		t.Fatal(err)
+	}
+	var acts []allocator.Action
+	for _, e := range withRequests {
+		acts = append(acts, e.Action)
+	}
+	want := []allocator.Action{allocator.ActionSegmentAlloc, allocator.ActionAlloc,
+		allocator.ActionRecordStream, allocator.ActionRecordStream, allocator.ActionFreeRequested, allocator.ActionFreeCompleted,
+		allocator.ActionSegmentFree, allocator.ActionEmptyCache}
+	if !slices.Equal(acts, want) {
+		t.Fatalf("with requests: %v, want %v", acts, want)
+	}
+	if e := withRequests[2]; e.Addr != addr || e.Stream != 7 {
+		t.Fatalf("record_stream entry %+v, want addr %#x stream 7", e, addr)
+	}
+	for _, e := range all {
+		if allocator.Requests.Has(e.Action) {
+			t.Fatalf("an observer of AllActions saw %v", e.Action)
+		}
+	}
+}

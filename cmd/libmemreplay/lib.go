@@ -360,13 +360,12 @@ func (l *library) recordStream(p, stream uintptr) error {
 		// (recDevice). Lock order: the device's op lock, the pointer's
 		// shard, the allocator's lock; nothing takes two of them in
 		// another order. Under the shard lock the block is still p's, so
-		// it is live and its stream fixed. The op lock is taken
-		// exclusively: the record_stream entry is written after the
-		// allocator's call, so a malloc of another thread could otherwise
-		// write its segment frees in between, and a replay would meet
-		// them before the malloc that explains them
+		// it is live and its stream fixed. The op lock is shared, as a
+		// malloc's: the allocator writes the record_stream entry under its
+		// own lock, so no other thread's entries (a malloc's segment
+		// frees) can come between the call and its entry
 		// (TestRecordStreamDuringAReleaseRecordsInOrder).
-		d.rec.op.Lock()
+		d.rec.op.RLock()
 		err = l.ptrs.with(p, e.b, func(*ptrEntry) error {
 			if allocator.Stream(stream) == e.b.Stream() {
 				return nil // the block's own stream: nothing to wait for
@@ -378,7 +377,7 @@ func (l *library) recordStream(p, stream uintptr) error {
 			}
 			return err
 		})
-		d.rec.op.Unlock()
+		d.rec.op.RUnlock()
 	} else {
 		err = l.ptrs.with(p, e.b, func(e *ptrEntry) error {
 			if err := d.a.RecordStream(e.b, allocator.Stream(stream)); err != nil {
@@ -405,9 +404,9 @@ func (l *library) emptyCache() error {
 	for _, d := range l.opened() {
 		var err error
 		if d.rec != nil {
-			d.rec.op.Lock()
+			d.rec.op.RLock() // the allocator writes the entry after its segment frees, under its lock
 			err = d.rec.r.EmptyCache()
-			d.rec.op.Unlock()
+			d.rec.op.RUnlock()
 		} else {
 			err = d.a.EmptyCache()
 		}

@@ -42,15 +42,14 @@ const traceSource = "libmemreplay"
 // and numbered from one counter shared by all devices, so that a trace of
 // several devices interleaves them in the order they happened.
 //
-// op orders the device's operations for the recording: malloc and free
-// hold it shared, which costs an atomic add (their entries are written by
-// the allocator, under its lock); record_stream, empty_cache,
+// op orders the device's operations for the recording: malloc, free,
+// record_stream and empty_cache hold it shared, which costs an atomic add
+// (their entries are written by the allocator, under its lock, in their
+// place: TestRecordStreamDuringAReleaseRecordsInOrder);
 // set_memory_fraction, checkpoints and taking a trace hold it exclusively,
 // so that no other thread's events fall between the allocator's work and
-// the entry written after it that explains it (the segment frees of an
-// empty_cache and its empty_cache entry; a record_stream and a malloc's
-// segment frees, TestRecordStreamDuringAReleaseRecordsInOrder), and so
-// that a layout and the events around it describe the same moment.
+// the entry written after it that explains it, and so that a layout and
+// the events around it describe the same moment.
 type recorder struct {
 	op   sync.RWMutex
 	r    *replay.Recording

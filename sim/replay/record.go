@@ -27,10 +27,13 @@ type Recording struct {
 
 // Record starts recording a's activity as events of device, passed to emit
 // (under the allocator's lock: emit must not call the allocator). The event
-// is valid during the call only: emit copies what it keeps.
+// is valid during the call only: emit copies what it keeps. The
+// record_stream and empty_cache calls are recorded whoever makes them
+// (this Recording's methods or the allocator's): the allocator reports
+// them to the observer under its lock, in their place among the entries.
 func Record(a *allocator.Allocator, device int32, emit func(*trace.Event)) *Recording {
 	r := &Recording{a: a, device: device, emit: emit}
-	r.remove = a.AddObserver(r.observe)
+	r.remove = a.AddObserverFor(allocator.AllActions|allocator.Requests, r.observe)
 	return r
 }
 
@@ -49,6 +52,8 @@ var recordActions = [...]trace.Action{
 	allocator.ActionSegmentMap:    trace.ActionSegmentMap,
 	allocator.ActionSegmentUnmap:  trace.ActionSegmentUnmap,
 	allocator.ActionOOM:           trace.ActionOOM,
+	allocator.ActionRecordStream:  trace.ActionRecordStream,
+	allocator.ActionEmptyCache:    trace.ActionEmptyCache,
 }
 
 func (r *Recording) observe(t allocator.TraceEntry) {
@@ -70,26 +75,17 @@ func (r *Recording) send(e *trace.Event) {
 	r.emit(e)
 }
 
-// EmptyCache calls the allocator's EmptyCache and records it.
-func (r *Recording) EmptyCache() error {
-	err := r.a.EmptyCache()
-	r.send(&trace.Event{Action: trace.ActionEmptyCache, Device: r.device})
-	return err
-}
+// EmptyCache calls the allocator's EmptyCache, which the recording records
+// after the segment frees it caused.
+func (r *Recording) EmptyCache() error { return r.a.EmptyCache() }
 
-// RecordStream calls the allocator's RecordStream and records it, so that a
-// replay knows which stream a block's free waits for (PyTorch's traces do
-// not say, and a replay of them must guess). The entry is written after
-// the allocator's call, outside its lock, as EmptyCache's is: a caller
-// whose other threads use the allocator must keep them out for the whole
-// call (cmd/libmemreplay holds its device's operation lock exclusively),
-// or another thread's entries can come between the two.
+// RecordStream calls the allocator's RecordStream, which the recording
+// records, so that a replay knows which stream a block's free waits for
+// (PyTorch's traces do not say, and a replay of them must guess). The
+// entry is written under the allocator's lock, so no other thread's entry
+// can come between the call and its record.
 func (r *Recording) RecordStream(b *allocator.Block, s allocator.Stream) error {
-	if err := r.a.RecordStream(b, s); err != nil {
-		return err
-	}
-	r.send(&trace.Event{Action: trace.ActionRecordStream, Device: r.device, Addr: b.Addr(), Stream: uint64(s)})
-	return nil
+	return r.a.RecordStream(b, s)
 }
 
 // StreamSync records that every event pending on stream completed; the

@@ -954,7 +954,7 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 // was applied, unless err says it failed.
 func (d *devState) applied(e *trace.Event, err error) {
 	if in := d.rp.inputs; in != nil && err == nil {
-		in.input(d.index, e, nil)
+		in.input(d.index, e)
 	}
 }
 
@@ -1312,7 +1312,7 @@ func (d *devState) recordStream(idx int64, e *trace.Event) error {
 		return fmt.Errorf("replay: event %d: %w", idx, err)
 	}
 	if in := d.rp.inputs; in != nil {
-		in.input(d.index, e, lb.b)
+		in.input(d.index, e)
 	}
 	lb.exact = true
 	d.live.put(ref, e.Addr, lb)

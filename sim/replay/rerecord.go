@@ -235,15 +235,15 @@ func (r *ReplayRecorder) Step(index int64, e *trace.Event) {
 }
 
 // input implements inputRecorder.
-func (r *ReplayRecorder) input(device int32, e *trace.Event, b *allocator.Block) {
-	if r.devs[device] == nil {
+// The allocator's calls among the inputs (record_stream, empty_cache) are
+// not written here: the device's Recording has them from the allocator,
+// in their place among its entries.
+func (r *ReplayRecorder) input(device int32, e *trace.Event) {
+	if r.devs[device] == nil || e.Action == trace.ActionRecordStream || e.Action == trace.ActionEmptyCache {
 		return
 	}
 	ev := *e
 	ev.Device = device
-	if b != nil {
-		ev.Addr = b.Addr() // record_stream: the block's address in this replay
-	}
 	r.buf = append(r.buf, ev)
 }
 
@@ -254,8 +254,8 @@ func (r *ReplayRecorder) privateStream(device int32, b *allocator.Block, s alloc
 		return
 	}
 	if b != nil {
+		// The Recording wrote its record_stream.
 		d.private[uint64(s)] = struct{}{}
-		r.buf = append(r.buf, trace.Event{Action: trace.ActionRecordStream, Device: device, Addr: b.Addr(), Stream: uint64(s)})
 		return
 	}
 	// Only streams announced in the recording: the private streams of
@@ -483,9 +483,9 @@ func (r *ReplayRecorder) header() trace.Header {
 // allocator calls they describe, and only when those succeeded.
 type inputRecorder interface {
 	// input reports an input the replay applied: one of the trace's
-	// empty_cache, stream_sync, record_stream (b is the block), trial_start,
-	// trial_end and marker events, or an empty_cache it inferred.
-	input(device int32, e *trace.Event, b *allocator.Block)
+	// empty_cache, stream_sync, record_stream, trial_start, trial_end and
+	// marker events, or an empty_cache it inferred.
+	input(device int32, e *trace.Event)
 	// privateStream reports, with b, that the replay marked b as used on
 	// the private stream s before freeing it, so that its free waits (see
 	// "Frees" in replay.go); with b nil, that s's events were completed.
@@ -556,9 +556,9 @@ type multiInputRecorder struct {
 	ins []inputRecorder
 }
 
-func (m *multiInputRecorder) input(device int32, e *trace.Event, b *allocator.Block) {
+func (m *multiInputRecorder) input(device int32, e *trace.Event) {
 	for _, in := range m.ins {
-		in.input(device, e, b)
+		in.input(device, e)
 	}
 }
 func (m *multiInputRecorder) privateStream(device int32, b *allocator.Block, s allocator.Stream) {

@@ -523,3 +523,39 @@ func TestRecordingOfDeferredFree(t *testing.T) {
 	require.Equal(t, trace.BlockInactive, rec.Final[0].Blocks[0].State)
 	requireReplaysExactly(t, rec, nil)
 }
+
+// The record_stream and empty_cache calls reach a Recording from the
+// allocator, under its lock and in their place among its entries, whoever
+// makes them: here the allocator's own methods, not the Recording's. (They
+// were written by the Recording's methods after the allocator's call, so
+// another thread's entries could come between; TestRecordStreamDuringA
+// ReleaseRecordsInOrder in cmd/libmemreplay is that race.)
+func TestRecordingHasTheAllocatorsRequests(t *testing.T) {
+	cfg := config.Default()
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", AllocatorSettings: cfg.AllocatorSettings(),
+		Devices: []trace.Device{{Index: 0, Capacity: 1 << 30}}}, Stacks: trace.NewStacks()}
+	card, err := gpu.New(gpu.Options{Capacity: 1 << 30, NoContextOverhead: true})
+	require.NoError(t, err)
+	proc, err := card.NewProcess()
+	require.NoError(t, err)
+	a, err := allocator.New(proc, cfg)
+	require.NoError(t, err)
+	replay.Record(a, 0, func(e *trace.Event) { tr.Events = append(tr.Events, *e) })
+	b, err := a.Malloc(30<<20, 0)
+	require.NoError(t, err)
+	addr := b.Addr()
+	require.NoError(t, a.RecordStream(b, 3))
+	require.NoError(t, a.Free(b))
+	require.NoError(t, a.EmptyCache())
+	var acts []trace.Action
+	for _, e := range tr.Events {
+		acts = append(acts, e.Action)
+	}
+	require.Equal(t, []trace.Action{trace.ActionSegmentAlloc, trace.ActionAlloc, trace.ActionRecordStream,
+		trace.ActionFreeRequested, trace.ActionFreeCompleted, trace.ActionSegmentFree, trace.ActionEmptyCache}, acts)
+	require.Equal(t, addr, tr.Events[2].Addr)
+	require.Equal(t, uint64(3), tr.Events[2].Stream)
+	tr.Final = replay.SnapshotSegments(a.Snapshot())
+	tr.HasFinal = true
+	requireReplaysExactly(t, tr, nil)
+}
