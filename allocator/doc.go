@@ -60,7 +60,9 @@
 // completion, inactive_split only for non-expandable segments). Snapshot
 // reports segments and blocks in PyTorch's shape. Observers see the same
 // trace entries PyTorch records (alloc, free_requested, free_completed,
-// segment_alloc/free/map/unmap, oom).
+// segment_alloc/free/map/unmap, oom), and, when they ask (Requests), the
+// record_stream and empty_cache calls PyTorch's trace leaves out, in their
+// place among them: what a recording that a replay must follow needs.
 //
 // # Where the code may differ from PyTorch
 //
