@@ -18,6 +18,7 @@ type Block struct {
 	allocated  bool
 	mapped     bool    // false only for unmapped ranges of expandable segments
 	exp        bool    // seg.exp != nil, which never changes for a segment
+	older      uint8   // its place in its free set's older ring, plus one; 0 when not there
 	eventCount int32   // outstanding record-stream events
 	bucket     *bucket // the free-set bucket it is in, or was last in (a hint)
 	streamUses []Stream
