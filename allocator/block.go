@@ -11,8 +11,8 @@ type Block struct {
 	// (TestBlockIsTwoCacheLines), so the slabs' chunks, which the Go
 	// allocator aligns to 64 bytes at least, never split those fields over
 	// two lines. At 144 bytes, three blocks in four did, and the chunks
-	// were a ninth larger (the trial model's processes allocate little
-	// else, so the collector ran a fifteenth more often).
+	// were a ninth larger (they are two thirds of what the trial model
+	// allocates, and the collector ran a fifteenth more often).
 	addr       uint64
 	size       uint64
 	stream     Stream
