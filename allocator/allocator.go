@@ -427,12 +427,15 @@ func (a *Allocator) RecordStream(b *Block, s Stream) error {
 	if s == b.stream {
 		return nil
 	}
-	for _, u := range b.streamUses {
+	if b.streamUses == nil {
+		b.streamUses = new([]Stream)
+	}
+	for _, u := range *b.streamUses {
 		if u == s {
 			return nil
 		}
 	}
-	b.streamUses = append(b.streamUses, s)
+	*b.streamUses = append(*b.streamUses, s)
 	return nil
 }
 

@@ -137,7 +137,10 @@ func fullBefore(l *leaf, i int) *bucket {
 }
 
 // first is the first non-empty bucket whose key is not below k, or nil.
-func (x *bucketIndex) first(k bkey) *bucket {
+// Where the search for k ended is remembered (seen); where that was
+// forgotten, a bucket of k itself, found in tab, is the place without a
+// search.
+func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
 	if len(x.leaves) == 0 {
 		return nil
 	}
@@ -147,8 +150,13 @@ func (x *bucketIndex) first(k bkey) *bucket {
 	}
 	p := &x.seen[h]
 	if p.ver != x.ver || p.k != k || p.leaf == nil {
-		li, i, _ := x.locate(k)
-		p.k, p.leaf, p.slot, p.ver = k, x.leaves[li], int32(i), x.ver
+		if e := tab.get(k); e != nil {
+			p.leaf, p.slot = e.leaf, e.slot
+		} else {
+			li, i, _ := x.locate(k)
+			p.leaf, p.slot = x.leaves[li], int32(i)
+		}
+		p.k, p.ver = k, x.ver
 	}
 	return fullFrom(p.leaf, int(p.slot))
 }

@@ -4,8 +4,10 @@ import "math/bits"
 
 // bucketTable finds a free set's bucket by its exact key in one probe or
 // two: the question of every block that goes back to its pool at a new
-// size (after a split or a merge) and of every best-fit search, which
-// usually finds a bucket of the exact size. The ordered index answers it
+// size (after a split or a merge), and of a best-fit search whose place
+// the index no longer remembers (bucketIndex.first; asking the table
+// first cost every search a probe, and in the replay benchmark's trace no
+// search found a bucket of its exact size). The ordered index answers it
 // too, with two binary searches whose branches a processor cannot
 // predict; this answers it without.
 //

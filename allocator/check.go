@@ -132,7 +132,7 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		if seg.stitch == nil {
 			want.ReservedBytes.increase(pi, int64(b.size))
 		}
-		active := b.allocated || b.eventCount > 0 || len(b.streamUses) > 0
+		active := b.allocated || b.eventCount > 0 || b.streamUses != nil
 		if b.allocated {
 			want.Allocation.increase(pi, 1)
 			want.AllocatedBytes.increase(pi, int64(b.size))
@@ -165,7 +165,7 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 // blocks add up to it and name it.
 func checkStitched(seg *segment, want *Stats) error {
 	b := seg.head
-	if b.next != nil || !(b.allocated || b.eventCount > 0 || len(b.streamUses) > 0) {
+	if b.next != nil || !(b.allocated || b.eventCount > 0 || b.streamUses != nil) {
 		return fmt.Errorf("stitched range %#x: not one active block", seg.base)
 	}
 	var sum uint64
@@ -303,6 +303,9 @@ func (s *freeSet) check() error {
 				if b.bucket != bk {
 					return fmt.Errorf("block %#x does not name its bucket", b.addr)
 				}
+				if b.older != 0 {
+					return fmt.Errorf("block %#x in bucket %v says it is in older at %d", b.addr, k, b.older-1)
+				}
 				bytes += b.size
 			}
 			n += len(bk.blocks)
@@ -316,11 +319,26 @@ func (s *freeSet) check() error {
 	if s.nolder < 0 || s.nolder > olderCap || s.cold && (s.hot != nil || s.nolder > 0) {
 		return fmt.Errorf("%d older hot blocks, newest %v (cold %v)", s.nolder, s.hot, s.cold)
 	}
-	hot := append([]*Block{s.hot}, s.older[:]...)
-	for i, h := range hot {
-		if i > 0 && (h == nil) != (i > s.nolder) {
-			return fmt.Errorf("older hot slot %d of %d: block %v", i-1, s.nolder, h)
+	if s.ohead < 0 || s.ohead >= olderRing {
+		return fmt.Errorf("older's ring starts at %d", s.ohead)
+	}
+	if h := s.hot; h != nil && h.older != 0 {
+		return fmt.Errorf("the newest hot block %#x says it is in older at %d", h.addr, h.older-1)
+	}
+	hot := []*Block{s.hot}
+	for i, h := range s.older {
+		// The ring holds nolder blocks from ohead on, and nothing else.
+		if in := (i-s.ohead)&olderMask < s.nolder; (h == nil) == in {
+			return fmt.Errorf("older ring place %d (from %d, %d blocks): block %v", i, s.ohead, s.nolder, h)
 		}
+		if h != nil && int(h.older) != i+1 {
+			return fmt.Errorf("hot block %#x in older ring place %d says it is at %d", h.addr, i, int(h.older)-1)
+		}
+	}
+	for i := range s.nolder {
+		hot = append(hot, s.olderAt(i))
+	}
+	for i, h := range hot {
 		if h == nil {
 			continue
 		}

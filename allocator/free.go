@@ -20,7 +20,7 @@ func (a *Allocator) free(b *Block) error {
 	if a.plan != nil {
 		a.planFreed(b)
 	}
-	if len(b.streamUses) > 0 {
+	if b.streamUses != nil {
 		return a.insertEvents(b)
 	}
 	return a.freeBlock(b)
@@ -135,7 +135,7 @@ type pendingEvent struct {
 // Streams are taken in ascending order so that replays are deterministic
 // (PyTorch walks a hash set).
 func (a *Allocator) insertEvents(b *Block) error {
-	uses := b.streamUses
+	uses := *b.streamUses
 	b.streamUses = nil
 	sort.Slice(uses, func(i, j int) bool { return uses[i] < uses[j] })
 	for _, s := range uses {

@@ -7,7 +7,8 @@ package allocator
 // highest first, so that the lowest address, which best fit takes, is at
 // the end of the slice. The buckets are in an ordered index
 // (bucketindex.go) that marks which hold blocks: best fit's lower bound is
-// one search there, whether or not a block of the exact size is free, and
+// one search there, whether or not a block of the exact size is free (and
+// mostly none: the index remembers where the searches for a key ended), and
 // ordered walks (next/previous in set order, the whole pool) step through
 // it. A bucket that empties stays in the index, so that training loops,
 // which free and take the same sizes over and over, mostly flip a bit;
@@ -33,9 +34,16 @@ package allocator
 // fit, releases, garbage collection), first put them in their buckets
 // (settle). hot is a field of its own, not older's last place, so that
 // the pair's insert and remove are a pointer test and store and inline.
+// older is a ring, and each of its blocks knows its place there
+// (Block.older): the oldest leaves and the newest joins without moving the
+// others, and a removal finds its block without a scan. Shifting older
+// down was a pointer copy on every insert that reached it, which pays
+// the collector's write barriers while it marks (a quarter of the trial
+// model's run); a removal moves the newer blocks behind it up, mostly none.
 type freeSet struct {
-	hot    *Block           // the newest block outside its bucket, or nil
-	older  [olderCap]*Block // the ones before it, oldest first
+	hot    *Block            // the newest block outside its bucket, or nil
+	older  [olderRing]*Block // the ones before it: a ring, oldest at ohead
+	ohead  int
 	nolder int
 	cold   bool // tests: no hot blocks, every insert goes to its bucket
 	idx    bucketIndex
@@ -69,6 +77,18 @@ func (a *Allocator) newFreeSet() freeSet { return freeSet{cold: a.coldFree} }
 // the trial model 4 in all left 23% of the inserts to reach a bucket, 8
 // left 12%, 16 left 9%.
 const olderCap = 7
+
+// older is a ring of olderRing places, so that the oldest leaves and the
+// newest joins without moving the others (a pointer copy, which pays the
+// collector's write barriers while it marks); olderRing exceeds olderCap,
+// so the place the newest joins at is free.
+const (
+	olderRing = 8
+	olderMask = olderRing - 1
+)
+
+// olderAt returns the i-th oldest of older.
+func (s *freeSet) olderAt(i int) *Block { return s.older[(s.ohead+i)&olderMask] }
 
 func (s *freeSet) len() int {
 	n := s.n + s.nolder
@@ -112,22 +132,30 @@ func (s *freeSet) insertPlacing(b *Block) {
 		return
 	}
 	if s.nolder == olderCap {
-		s.place(s.older[0])
-		copy(s.older[:], s.older[1:])
+		o := s.older[s.ohead]
+		s.older[s.ohead] = nil
+		o.older = 0
+		s.ohead = (s.ohead + 1) & olderMask
 		s.nolder--
+		s.place(o)
 	}
-	s.older[s.nolder] = s.hot
+	i := (s.ohead + s.nolder) & olderMask
+	s.older[i] = s.hot
+	s.hot.older = uint8(i + 1)
 	s.nolder++
 	s.hot = b
 }
 
 // settle puts the hot blocks in their buckets.
 func (s *freeSet) settle() {
-	for i, h := range s.older[:s.nolder] {
-		s.older[i] = nil
-		s.place(h)
+	for i, h := range s.older {
+		if h != nil {
+			s.older[i] = nil
+			h.older = 0
+			s.place(h)
+		}
 	}
-	s.nolder = 0
+	s.ohead, s.nolder = 0, 0
 	if h := s.hot; h != nil {
 		s.hot = nil
 		s.place(h)
@@ -225,17 +253,27 @@ func (s *freeSet) remove(b *Block) {
 	s.removeElsewhere(b)
 }
 
-// removeElsewhere takes b out of older or of its bucket.
+// removeElsewhere takes b out of older or of its bucket. b knows its place
+// in older, so that a removal does not look for it there; the newer ones
+// move up behind it, to keep older's order. Most removals take the newest,
+// which moves none.
 func (s *freeSet) removeElsewhere(b *Block) {
-	for i, h := range s.older[:s.nolder] {
-		if h == b {
-			copy(s.older[i:], s.older[i+1:s.nolder])
-			s.nolder--
-			s.older[s.nolder] = nil
-			return
-		}
+	if b.older == 0 {
+		s.unplace(b)
+		return
 	}
-	s.unplace(b)
+	i := int(b.older) - 1
+	b.older = 0
+	last := (s.ohead + s.nolder - 1) & olderMask
+	for i != last {
+		j := (i + 1) & olderMask
+		o := s.older[j]
+		s.older[i] = o
+		o.older = uint8(i + 1)
+		i = j
+	}
+	s.older[last] = nil
+	s.nolder--
 }
 
 // unplace takes b out of its bucket.
@@ -288,8 +326,8 @@ func (s *freeSet) freeBytes() uint64 {
 	if s.hot != nil {
 		total += s.hot.size
 	}
-	for _, h := range s.older[:s.nolder] {
-		total += h.size
+	for i := range s.nolder {
+		total += s.olderAt(i).size
 	}
 	return total
 }
@@ -300,8 +338,8 @@ func (s *freeSet) largest() uint64 {
 	if s.hot != nil {
 		l = max(l, s.hot.size)
 	}
-	for _, h := range s.older[:s.nolder] {
-		l = max(l, h.size)
+	for i := range s.nolder {
+		l = max(l, s.olderAt(i).size)
 	}
 	return l
 }
@@ -313,8 +351,8 @@ func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 	if c := s.hot; c != nil && (c.stream > stream || c.stream == stream && c.size >= size) {
 		h = c
 	}
-	for _, c := range s.older[:s.nolder] {
-		if (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || before(c, h)) {
+	for i := range s.nolder {
+		if c := s.olderAt(i); (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || before(c, h)) {
 			h = c
 		}
 	}
@@ -343,15 +381,7 @@ func (s *freeSet) bucketLowerBound(stream Stream, size uint64) *Block {
 	if s.n == 0 {
 		return nil
 	}
-	k := bkey{stream, size}
-	var bk *bucket
-	if e := s.tab.get(k); e == nil {
-		bk = s.idx.first(k)
-	} else if len(e.blocks) > 0 {
-		bk = e // the usual case in a training loop: a block of the exact size
-	} else {
-		bk = fullFrom(e.leaf, int(e.slot)+1)
-	}
+	bk := s.idx.first(bkey{stream, size}, &s.tab)
 	if bk == nil {
 		return nil
 	}
@@ -393,8 +423,8 @@ func (s *freeSet) last() *Block {
 	if h := s.hot; h != nil && (b == nil || before(b, h)) {
 		b = h
 	}
-	for _, h := range s.older[:s.nolder] {
-		if b == nil || before(b, h) {
+	for i := range s.nolder {
+		if h := s.olderAt(i); b == nil || before(b, h) {
 			b = h
 		}
 	}
@@ -416,13 +446,8 @@ func (s *freeSet) appendAll(dst []*Block) []*Block {
 
 // contains reports whether b is in the set (for invariant checks).
 func (s *freeSet) contains(b *Block) bool {
-	if b == s.hot {
+	if b == s.hot || b.older != 0 && s.older[b.older-1] == b {
 		return true
-	}
-	for _, h := range s.older[:s.nolder] {
-		if h == b {
-			return true
-		}
 	}
 	li, j, found := s.idx.locate(bkey{b.stream, b.size})
 	if !found {
