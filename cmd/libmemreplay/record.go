@@ -44,7 +44,7 @@ const traceSource = "libmemreplay"
 //
 // op orders the device's operations for the recording: malloc and free
 // hold it shared, which costs an atomic add (their entries are written by
-// the allocator, under its lock); record_stream, empty_cache,
+// the allocator, under the device's lock, taken after op); record_stream, empty_cache,
 // set_memory_fraction, checkpoints and taking a trace hold it exclusively,
 // so that no other thread's events fall between the allocator's work and
 // the entry written after it that explains it (the segment frees of an
@@ -90,7 +90,7 @@ func newRecorder(l *library, d *device) *recorder {
 	return rc
 }
 
-// push stores one event. It runs under the allocator's lock for the
+// push stores one event. It runs under the device's lock for the
 // allocator's own entries, so it must not call the allocator.
 func (rc *recorder) push(e *trace.Event) {
 	re := recEvent{seq: rc.l.seq.Add(1), addr: e.Addr, size: e.Size, stream: e.Stream, time: e.TimeUS, action: e.Action}
@@ -136,7 +136,7 @@ func (rc *recorder) checkpoint() {
 	if !rc.want.Load() {
 		return // another thread took it
 	}
-	segs := replay.SnapshotSegments(rc.d.a.Snapshot())
+	segs := replay.SnapshotSegments(rc.d.snapshot())
 	rc.mu.Lock()
 	rc.next, rc.nextAt, rc.hasNext = segs, len(rc.buf), true
 	rc.want.Store(false)
@@ -217,12 +217,12 @@ func (l *library) takeTrace(withEvents bool) (*trace.Trace, []deviceEvents, erro
 	for _, d := range l.opened() {
 		t.Header.Devices = append(t.Header.Devices, trace.Device{Index: int32(d.ordinal), Name: d.gpu.Name(), Capacity: d.gpu.TotalMem()})
 		if d.rec == nil || !withEvents {
-			t.Final = append(t.Final, replay.SnapshotSegments(d.a.Snapshot())...)
+			t.Final = append(t.Final, replay.SnapshotSegments(d.snapshot())...)
 			continue
 		}
 		d.rec.op.Lock()
 		tk := d.rec.take()
-		t.Final = append(t.Final, replay.SnapshotSegments(d.a.Snapshot())...)
+		t.Final = append(t.Final, replay.SnapshotSegments(d.snapshot())...)
 		d.rec.op.Unlock()
 		devs = append(devs, deviceEvents{dev: int32(d.ordinal), evs: tk.evs, labels: tk.labels})
 		if tk.hasBase {
