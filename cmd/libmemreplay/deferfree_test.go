@@ -158,7 +158,7 @@ func deferFree(l *library, p uintptr, dev int) {
 	}
 }
 
-func newDeferringLib(t *testing.T) (*library, *bytes.Buffer) {
+func newDeferringLib(t testing.TB) (*library, *bytes.Buffer) {
 	t.Helper()
 	l, stderr := newTestLib(t, "", func(o *options) { o.deferFrees = true })
 	require.NotNil(t, l.q)
@@ -432,4 +432,20 @@ func TestDeferredFreeWaitsForAPush(t *testing.T) {
 	require.Zero(t, l.q.pending())
 	require.Equal(t, uint64(2), deviceStat(t, l, 0, "allocation.all.freed"))
 	require.Empty(t, stderr.String())
+}
+
+// BenchmarkLibraryPairDeferred is LibraryPair with the free queued as
+// memreplay_free queues it (the push is a Go -> C call here, which the C
+// caller does not pay) and applied by the next malloc: the Go side of the
+// exported pair, less the crossing. It is also the workload of
+// default.pgo (docs/performance.md, "The C ABI pair, next round").
+func BenchmarkLibraryPairDeferred(b *testing.B) {
+	l, _ := newDeferringLib(b)
+	for b.Loop() {
+		p, err := l.malloc(benchSize, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		deferFree(l, p, 0)
+	}
 }
