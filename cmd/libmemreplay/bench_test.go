@@ -4,7 +4,7 @@ package main
 // docs/libmemreplay.md):
 //
 //	BenchmarkAllocatorPair       allocator.Malloc + Free on the fake driver's Device: the allocator alone
-//	BenchmarkLibraryPair         the library's Go side (lib.go) as the exports call it: + pointer table, device lookup
+//	BenchmarkLibraryPair         the library's Go side (lib.go) as the exports call it: + the device's lock, pointer table, device lookup
 //	BenchmarkExportedPair        memreplay_malloc + memreplay_free called from C (the harness, a separate process)
 //	BenchmarkExportedCall        memreplay_init(1) from C: one bare C -> Go -> C call
 //	BenchmarkGlibcPair           glibc's malloc + free of the same size in the harness: the baseline
@@ -76,8 +76,8 @@ func BenchmarkLibraryPair(b *testing.B)          { benchLibrary(b, false) }
 func BenchmarkLibraryPairRecording(b *testing.B) { benchLibrary(b, true) }
 
 // BenchmarkLibraryPairParallel runs pairs from GOMAXPROCS goroutines on
-// one device: the allocator's lock is shared, the pointer table's shards
-// mostly not.
+// one device: they share its lock, which guards the allocator and the
+// device's pointer table.
 func BenchmarkLibraryPairParallel(b *testing.B) {
 	l, _ := newTestLib(b, "", nil)
 	b.RunParallel(func(pb *testing.PB) {

@@ -150,14 +150,15 @@ func TestDeferredFreeOffWhileRecording(t *testing.T) {
 }
 
 // deferFree is what memreplay_free does (shim.c): queue p, or enter Go
-// when the queue is full or a live block has a use on another stream.
-func deferFree(l *library, p uintptr) {
-	if !l.q.queue(p) {
-		l.free(p)
+// when the queue is full or a live block has a use on another stream. dev
+// is free's device argument.
+func deferFree(l *library, p uintptr, dev int) {
+	if !l.q.queue(p, dev) {
+		l.freeOn(p, dev)
 	}
 }
 
-func newDeferringLib(t *testing.T) (*library, *bytes.Buffer) {
+func newDeferringLib(t testing.TB) (*library, *bytes.Buffer) {
 	t.Helper()
 	l, stderr := newTestLib(t, "", func(o *options) { o.deferFrees = true })
 	require.NotNil(t, l.q)
@@ -173,7 +174,7 @@ func TestDeferredFreeWaitsForTheDrainer(t *testing.T) {
 	l, stderr := newDeferringLib(t)
 	p, err := l.malloc(1000, 0, 0)
 	require.NoError(t, err)
-	deferFree(l, p) // B's free
+	deferFree(l, p, 0) // B's free
 	applying, resume := make(chan uintptr, 1), make(chan struct{})
 	var resumed sync.Once
 	release := func() { resumed.Do(func() { close(resume) }) }
@@ -240,7 +241,7 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 				errs <- err
 				return
 			}
-			deferFree(l, p)
+			deferFree(l, p, 1)
 			q, err := l.malloc(1000, 1, 0)
 			if err != nil {
 				errs <- err
@@ -250,12 +251,15 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 				errs <- fmt.Errorf("iteration %d: freed %#x, then malloc gave %#x", i, p, q)
 				return
 			}
-			deferFree(l, q)
+			deferFree(l, q, 1)
 		}
 	})
 	wg.Go(func() {
+		// Device 0's blocks freed as device 1's: the drains of both
+		// devices' threads look in the other's table while holding their
+		// own device's lock.
 		for _, p := range orphans {
-			deferFree(l, p)
+			deferFree(l, p, 1)
 		}
 	})
 	for w := range 3 {
@@ -280,10 +284,13 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 							return
 						}
 					}
-					if rng.IntN(4) == 0 {
-						l.free(p)
-					} else {
-						deferFree(l, p)
+					switch rng.IntN(8) {
+					case 0, 1:
+						l.freeOn(p, 0)
+					case 2:
+						deferFree(l, p, 1) // the wrong device
+					default:
+						deferFree(l, p, 0)
 					}
 				}
 				switch i % 200 {
@@ -300,7 +307,7 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 				}
 			}
 			for _, p := range live {
-				deferFree(l, p)
+				deferFree(l, p, 0)
 			}
 		})
 	}
@@ -309,10 +316,10 @@ func TestDeferredFreeConcurrent(t *testing.T) {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	deferFree(l, anchor)
+	deferFree(l, anchor, 1)
 	require.Equal(t, "", l.lastError())
 	require.Zero(t, l.q.pending())
-	require.Zero(t, l.ptrs.len())
+	require.Zero(t, l.livePointers())
 	for dev := range 2 {
 		require.Zero(t, libStats(t, l, dev)["allocation.all.current"], "device %d", dev)
 	}
@@ -326,7 +333,7 @@ func deviceStat(t *testing.T, l *library, dev int, key string) uint64 {
 	t.Helper()
 	d := l.devs[dev].Load()
 	require.NotNil(t, d)
-	st := d.a.Stats()
+	st := d.stats()
 	return uint64(st.Map()[key])
 }
 
@@ -354,7 +361,7 @@ func TestDeferredFreeEveryEntryPoint(t *testing.T) {
 		p, err := l.malloc(1000, 0, 0)
 		require.NoError(t, err)
 		freed := deviceStat(t, l, 0, "allocation.all.freed")
-		deferFree(l, p)
+		deferFree(l, p, 0)
 		require.Equal(t, uint64(1), l.q.pending())
 		c.call()
 		require.Zero(t, l.q.pending(), c.name)
@@ -362,11 +369,23 @@ func TestDeferredFreeEveryEntryPoint(t *testing.T) {
 	}
 	p, err := l.malloc(1000, 0, 0)
 	require.NoError(t, err)
-	deferFree(l, p)
-	deferFree(l, p)
-	deferFree(l, 0x1234)
+	deferFree(l, p, 0)
+	deferFree(l, p, 0)
+	deferFree(l, 0x1234, 0)
 	require.Equal(t, "free of 0x1234: not a pointer memreplay_malloc returned, or already freed", l.lastError())
 	require.Contains(t, stderr.String(), fmt.Sprintf("memreplay: free of %#x: not a pointer", p))
+
+	// free's device argument only says where to look first: a device
+	// not opened, or out of range, still frees the block.
+	for _, dev := range []int{1, -1, 1 << 20} {
+		p, err := l.malloc(1000, 0, 0)
+		require.NoError(t, err)
+		freed := deviceStat(t, l, 0, "allocation.all.freed")
+		deferFree(l, p, dev)
+		l.init(1)
+		require.Equal(t, freed+1, deviceStat(t, l, 0, "allocation.all.freed"), "freed as device %d's", dev)
+	}
+	require.Equal(t, "free of 0x1234: not a pointer memreplay_malloc returned, or already freed", l.lastError(), "nothing reported since")
 
 	// A block used on another stream: frees are applied at their call
 	// while it lives.
@@ -376,14 +395,14 @@ func TestDeferredFreeEveryEntryPoint(t *testing.T) {
 	b, err := l.malloc(1000, 0, 0)
 	require.NoError(t, err)
 	freed := deviceStat(t, l, 0, "allocation.all.freed")
-	deferFree(l, b)
+	deferFree(l, b, 0)
 	require.Zero(t, l.q.pending())
 	require.Equal(t, freed+1, deviceStat(t, l, 0, "allocation.all.freed"))
-	deferFree(l, a)
+	deferFree(l, a, 0)
 	require.Equal(t, freed+2, deviceStat(t, l, 0, "allocation.all.freed"))
 	b, err = l.malloc(1000, 0, 0)
 	require.NoError(t, err)
-	deferFree(l, b)
+	deferFree(l, b, 0)
 	require.Equal(t, uint64(1), l.q.pending(), "queued again once a is freed")
 
 	rec, _ := newTestLib(t, "", func(o *options) { o.deferFrees, o.record = true, true })
@@ -404,13 +423,30 @@ func TestDeferredFreeWaitsForAPush(t *testing.T) {
 	ticket := l.q.claim() // another thread's push, not yet written
 	require.GreaterOrEqual(t, ticket, int64(0))
 	var filled sync.Once
-	fill := func() { filled.Do(func() { l.q.fill(ticket, r) }) }
-	t.Cleanup(fill) // before l.close, which drains
-	deferFree(l, p) // this thread's free, behind it
+	fill := func() { filled.Do(func() { l.q.fill(ticket, r, 0) }) }
+	t.Cleanup(fill)    // before l.close, which drains
+	deferFree(l, p, 0) // this thread's free, behind it
 	got := mallocWaits(t, l, 1000, "a malloc, while the free of %#x waited behind an unwritten slot", p)
 	fill()
 	require.Equal(t, p, <-got)
 	require.Zero(t, l.q.pending())
 	require.Equal(t, uint64(2), deviceStat(t, l, 0, "allocation.all.freed"))
 	require.Empty(t, stderr.String())
+}
+
+// BenchmarkLibraryPairDeferred is LibraryPair with the free queued as
+// memreplay_free queues it (the push is a Go -> C call here, which the C
+// caller does not pay) and applied by the next malloc: the Go side of the
+// exported pair, less the crossing. It is also the workload of the
+// profile PGO was measured with (docs/performance.md, "The C ABI pair,
+// next round").
+func BenchmarkLibraryPairDeferred(b *testing.B) {
+	l, _ := newDeferringLib(b)
+	for b.Loop() {
+		p, err := l.malloc(benchSize, 0, 0)
+		if err != nil {
+			b.Fatal(err)
+		}
+		deferFree(l, p, 0)
+	}
 }

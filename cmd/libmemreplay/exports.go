@@ -119,15 +119,16 @@ func mrgo_malloc(size uint64, device int32, stream uintptr, ptr *uintptr, throw 
 
 // mrgo_free is memreplay_free when it enters Go: before the library
 // exists, while recording, or when the queue of deferred frees is full.
+// device is free's device argument, the table to look in first.
 //
 //export mrgo_free
-func mrgo_free(ptr uintptr) {
+func mrgo_free(ptr uintptr, device int32) {
 	defer func() {
 		if r := recover(); r != nil {
 			recovered("memreplay_free", r)
 		}
 	}()
-	lib().free(ptr)
+	lib().freeOn(ptr, int(device))
 }
 
 //export mrgo_init

@@ -19,14 +19,23 @@ package main
 // and returns at once if done, the count of entries applied, has reached
 // it. Otherwise it takes qmu, the queue's one consumer lock, and applies
 // the entries up to that tail: for each, it reads the slot, applies the
-// free, and only then advances done (which also hands the slot back to
-// the pushers). So an entry that another thread has taken out of the ring but not
-// yet applied still counts as pending, and the caller waits on qmu until
-// it is applied: thread A cannot take thread B's free and apply it after
-// B's malloc. The malloc itself runs after qmu is released, so devices do
-// not serialise on the queue beyond the frees they apply. Frees are
-// applied in ticket order, which is each thread's order (a thread's
-// pushes take increasing tickets).
+// free (under the lock of the block's device, device.mu), and only then
+// advances done (which also hands the slot back to the pushers). So an
+// entry that another thread has taken out of the ring but not yet applied
+// still counts as pending, and the caller waits on qmu until it is
+// applied: thread A cannot take thread B's free and apply it after B's
+// malloc. Frees are applied in ticket order, which is each thread's order
+// (a thread's pushes take increasing tickets).
+//
+// One lock for the frees and the malloc. A malloc that finds frees
+// pending (lockDrained) takes qmu and then its own device's lock, applies
+// the frees, releases qmu and keeps the device's lock for its own malloc:
+// in the usual pair (one device, the free of the block the malloc reuses)
+// that is one device lock for both, where the frees took it apart before.
+// A queued free of another device takes that device's lock as well, while
+// holding the first: two device locks are only ever held together by the
+// holder of qmu, so no two threads wait on each other's. Lock order: qmu,
+// then devices; nothing that holds a device's lock waits for qmu.
 //
 // A push claims a ticket before it writes its slot; a drain that meets a
 // claimed slot not yet written waits for it (the pusher is a few
@@ -92,12 +101,16 @@ func newFreeQueue() *freeQueue {
 func (q *freeQueue) publish() { C.mr_fq_publish(q.c) }
 
 // push is memreplay_free's push (the same C function), for the in-process
-// tests: false if the ring is full.
-func (q *freeQueue) push(p uintptr) bool { return C.mr_fq_push(q.c, C.uint64_t(p)) != 0 }
+// tests: false if the ring is full. dev is free's device argument.
+func (q *freeQueue) push(p uintptr, dev int) bool {
+	return C.mr_fq_push(q.c, C.uint64_t(p), C.int64_t(dev)) != 0
+}
 
 // queue is memreplay_free's whole choice (mr_fq_defer), for the in-process
 // tests: false if p's free must be applied now.
-func (q *freeQueue) queue(p uintptr) bool { return C.mr_fq_defer(q.c, C.uint64_t(p)) != 0 }
+func (q *freeQueue) queue(p uintptr, dev int) bool {
+	return C.mr_fq_defer(q.c, C.uint64_t(p), C.int64_t(dev)) != 0
+}
 
 // noteStreamed counts a live block that gained a use on another stream
 // (+1), or was freed with one (-1): while any is live, memreplay_free
@@ -110,8 +123,10 @@ func (l *library) noteStreamed(delta int64) {
 
 // claim and fill are push's two steps, for the tests to stop a push
 // between them: claim returns the ticket (-1 if the ring is full).
-func (q *freeQueue) claim() int64            { return int64(C.mr_fq_claim(q.c)) }
-func (q *freeQueue) fill(t int64, p uintptr) { C.mr_fq_fill(q.c, C.uint64_t(t), C.uint64_t(p)) }
+func (q *freeQueue) claim() int64 { return int64(C.mr_fq_claim(q.c)) }
+func (q *freeQueue) fill(t int64, p uintptr, dev int) {
+	C.mr_fq_fill(q.c, C.uint64_t(t), C.uint64_t(p), C.int64_t(dev))
+}
 
 // release frees the ring's memory. Nothing may push into it any more (the
 // tests' libraries; the global one is never closed).
@@ -126,24 +141,42 @@ func (q *freeQueue) pending() uint64 {
 }
 
 // drain applies the frees queued before this call, in order (see the top
-// of the file). Every entry point calls it first.
+// of the file). Every entry point calls it first, or lockDrained.
 func (l *library) drain() {
 	// tail first: done never passes tail, so done == upto means every
 	// entry before upto, the caller's own among them, has been applied.
 	if q := l.q; q != nil {
 		if upto := q.tail.Load(); q.done.Load() < upto {
-			l.drainTo(q, upto)
+			l.qmu.Lock()
+			l.drainTo(q, upto, nil)
 		}
 	}
 }
 
-func (l *library) drainTo(q *freeQueue, upto uint64) {
-	l.qmu.Lock()
+// lockDrained is drain for a call on device d: it returns holding d.mu,
+// with the frees queued before the call applied, and frees applied on d
+// under that same hold (see the top of the file).
+func (l *library) lockDrained(d *device) {
+	if q := l.q; q != nil {
+		if upto := q.tail.Load(); q.done.Load() < upto {
+			l.qmu.Lock()
+			d.mu.Lock()
+			l.drainTo(q, upto, d)
+			return
+		}
+	}
+	d.mu.Lock()
+}
+
+// drainTo applies the entries up to upto, holding qmu, which it releases;
+// held is a device whose lock the caller holds (and keeps), or nil.
+func (l *library) drainTo(q *freeQueue, upto uint64, held *device) {
 	head := q.done.Load()
 	// A panic while applying a free (a bug) is reported as memreplay_free
 	// reports its own, the entry counts as applied, and the rest stay
 	// queued for the next call. One deferred function per drain, not per
-	// entry.
+	// entry. A device lock taken for one entry is released by a deferred
+	// call of its own (release); held stays the caller's.
 	defer func() {
 		if r := recover(); r != nil {
 			q.done.Store(head + 1)
@@ -162,10 +195,14 @@ func (l *library) drainTo(q *freeQueue, upto uint64) {
 			}
 		}
 		p := uintptr(atomic.LoadUint64((*uint64)(unsafe.Pointer(&s.ptr))))
+		dev := int(atomic.LoadInt64((*int64)(unsafe.Pointer(&s.dev))))
 		if l.applyHook != nil {
 			l.applyHook(p)
 		}
-		l.release(p)
+		// The usual entry: a block of the device whose lock is held.
+		if held == nil || dev != held.ordinal || !l.releaseLocked1(held, p) {
+			l.release(p, dev, held)
+		}
 		q.done.Store(head + 1) // applied, and the slot is free for the next lap
 	}
 }

@@ -29,6 +29,7 @@
 struct mr_fq_slot {
 	uint64_t seq; /* ticket + 1 once the pointer of that ticket is written */
 	uint64_t ptr; /* the pointer memreplay_free was given */
+	int64_t dev;  /* and its device argument: which table to look in first */
 };
 
 struct mr_fq {
@@ -67,19 +68,22 @@ static inline int64_t mr_fq_claim(struct mr_fq *q) {
 	}
 }
 
-/* mr_fq_fill writes p into the slot of ticket t and publishes it. */
-static inline void mr_fq_fill(struct mr_fq *q, uint64_t t, uint64_t p) {
+/* mr_fq_fill writes p and its device into the slot of ticket t and
+ * publishes it. */
+static inline void mr_fq_fill(struct mr_fq *q, uint64_t t, uint64_t p, int64_t dev) {
 	struct mr_fq_slot *s = &q->slot[t & (MR_FQ_LEN - 1)];
 	__atomic_store_n(&s->ptr, p, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->dev, dev, __ATOMIC_RELAXED);
 	__atomic_store_n(&s->seq, t + 1, __ATOMIC_RELEASE);
 }
 
-/* mr_fq_push queues p; 0 if the ring is full. */
-static inline int mr_fq_push(struct mr_fq *q, uint64_t p) {
+/* mr_fq_push queues p, freed with device argument dev; 0 if the ring is
+ * full. */
+static inline int mr_fq_push(struct mr_fq *q, uint64_t p, int64_t dev) {
 	int64_t t = mr_fq_claim(q);
 	if (t < 0)
 		return 0;
-	mr_fq_fill(q, (uint64_t)t, p);
+	mr_fq_fill(q, (uint64_t)t, p, dev);
 	return 1;
 }
 
@@ -88,8 +92,8 @@ static inline int mr_fq_push(struct mr_fq *q, uint64_t p) {
  * streams (record_stream) records events on them, which must cover the
  * work queued so far and no more, as PyTorch's do: so while any such block
  * is live, frees are applied at their call. */
-static inline int mr_fq_defer(struct mr_fq *q, uint64_t p) {
-	return __atomic_load_n(&q->streamed, __ATOMIC_ACQUIRE) == 0 && mr_fq_push(q, p);
+static inline int mr_fq_defer(struct mr_fq *q, uint64_t p, int64_t dev) {
+	return __atomic_load_n(&q->streamed, __ATOMIC_ACQUIRE) == 0 && mr_fq_push(q, p, dev);
 }
 
 #endif /* MEMREPLAY_FREEQUEUE_H */

@@ -173,7 +173,7 @@ func testConcurrentBody(t *testing.T, l *library) int {
 	for err := range errs {
 		require.NoError(t, err)
 	}
-	require.Zero(t, l.ptrs.len())
+	require.Zero(t, l.livePointers())
 	for dev := range 2 {
 		s := libStats(t, l, dev)
 		require.Zero(t, s["allocated_bytes.all.current"])

@@ -107,8 +107,8 @@ func optionsFromEnv(lookup func(string) (string, bool)) options {
 }
 
 // library is the whole state behind the exported functions: one allocator
-// per device ordinal, opened at its first use, and the table from the
-// pointers handed out to their blocks.
+// per device ordinal, opened at its first use, each with the table from
+// the pointers it handed out to their blocks.
 type library struct {
 	opt options
 
@@ -116,9 +116,9 @@ type library struct {
 	drv    *cuda.Driver
 	drvErr error
 	devs   [maxDevices]atomic.Pointer[device]
+	top    atomic.Int32 // 1 + the highest ordinal opened: the devices to search
 
-	ptrs ptrTable
-	seq  atomic.Uint64 // orders recorded events across devices
+	seq atomic.Uint64 // orders recorded events across devices
 
 	q   *freeQueue // deferred frees (freequeue.go); nil: each free applied at its call
 	qmu sync.Mutex // the queue's one consumer
@@ -137,7 +137,6 @@ func newLibrary(o options) *library {
 		o.open = func() (*cuda.Driver, error) { return cuda.Open() }
 	}
 	l := &library{opt: o}
-	l.ptrs.init()
 	if o.deferFrees && !o.record {
 		l.q = newFreeQueue()
 	}
@@ -149,13 +148,33 @@ func newLibrary(o options) *library {
 
 // device is one ordinal's allocator. A device that could not be opened
 // keeps its error, and every call on it fails with that error.
+//
+// mu is the device's lock, like PyTorch's per-device lock: the allocator
+// takes none of its own (allocator.WithoutLocking), and the table of its
+// pointers is guarded by the same lock, so a malloc or a free takes one
+// lock for both, and a malloc that applies queued frees of its device
+// takes one for all (freequeue.go). While recording, rec.op is taken
+// before mu.
 type device struct {
+	mu      sync.Mutex
+	ptrs    ptrTable // the live pointers of a, under mu
+	a       *allocator.Allocator
+	rec     *recorder // nil when not recording
 	ordinal int
 	err     error
 	gpu     *cuda.Device
-	a       *allocator.Allocator
-	rec     *recorder  // nil when not recording
 	rdev    *recDevice // the device under the allocator when recording
+}
+
+// ready returns ordinal's device if it is open and usable, else nil
+// (device then opens it, or says why not).
+func (l *library) ready(ordinal int) *device {
+	if uint(ordinal) < maxDevices {
+		if d := l.devs[ordinal].Load(); d != nil && d.err == nil {
+			return d
+		}
+	}
+	return nil
 }
 
 // device returns ordinal's allocator, opening it at its first use.
@@ -176,6 +195,9 @@ func (l *library) device(ordinal int) (*device, error) {
 		d.err = fmt.Errorf("device %d: %w", ordinal, d.err)
 	}
 	l.devs[ordinal].Store(d)
+	if int32(ordinal) >= l.top.Load() {
+		l.top.Store(int32(ordinal) + 1)
+	}
 	return d, d.err
 }
 
@@ -203,7 +225,8 @@ func (l *library) open(ordinal int) *device {
 		d.rdev = newRecDevice(gpu)
 		dev = d.rdev
 	}
-	aopts := []allocator.Option{allocator.WithDeviceIndex(ordinal)}
+	// The device's lock (d.mu) serialises every call.
+	aopts := []allocator.Option{allocator.WithDeviceIndex(ordinal), allocator.WithoutLocking()}
 	if l.opt.policy != nil {
 		aopts = append(aopts, allocator.WithPolicy(l.opt.policy))
 	}
@@ -214,6 +237,7 @@ func (l *library) open(ordinal int) *device {
 		return d
 	}
 	d.gpu, d.a = gpu, a
+	d.ptrs.init()
 	if l.opt.record {
 		d.rec = newRecorder(l, d)
 		d.rdev.rc = d.rec
@@ -231,9 +255,6 @@ func (l *library) opened() []*device {
 	}
 	return out
 }
-
-// errFreedMeanwhile is record_stream racing a free of the same pointer.
-var errFreedMeanwhile = errors.New("freed by another thread meanwhile")
 
 // errQuiet marks an error already reported, so fail does not print it
 // again.
@@ -267,33 +288,96 @@ func (l *library) lastError() string {
 // malloc serves memreplay_malloc. A size of 0 returns 0 and no error, as
 // PyTorch's own allocator returns a null pointer for it.
 func (l *library) malloc(size uint64, ordinal int, stream uintptr) (uintptr, error) {
-	l.drain()
-	if size == 0 {
-		return 0, nil
-	}
-	d, err := l.device(ordinal)
-	if err != nil {
-		return 0, l.failDevice(err)
-	}
-	var b *allocator.Block
-	if d.rec != nil {
-		d.rec.op.RLock()
-		b, err = d.a.Malloc(size, allocator.Stream(stream))
-		d.rec.op.RUnlock()
-		if d.rec.want.Load() {
-			d.rec.checkpoint()
+	d := l.ready(ordinal)
+	if d == nil || size == 0 {
+		l.drain()
+		if size == 0 {
+			return 0, nil
 		}
-	} else {
-		b, err = d.a.Malloc(size, allocator.Stream(stream))
+		var err error
+		if d, err = l.device(ordinal); err != nil {
+			return 0, l.failDevice(err)
+		}
 	}
+	if d.rec != nil {
+		return l.mallocRecording(d, size, stream)
+	}
+	l.lockDrained(d)
+	defer d.mu.Unlock()
+	return l.mallocLocked(d, size, stream)
+}
+
+// mallocLocked is malloc's own work, under d.mu.
+func (l *library) mallocLocked(d *device, size uint64, stream uintptr) (uintptr, error) {
+	b, err := d.a.Malloc(size, allocator.Stream(stream))
 	if err != nil {
 		return 0, l.fail(err)
 	}
 	p := uintptr(b.Addr())
-	if !l.ptrs.put(p, ptrEntry{b: b, d: d}) {
+	if !d.ptrs.put(p, ptrEntry{b: b}) {
 		l.fail(fmt.Errorf("internal error: %#x handed out while still live", p))
 	}
 	return p, nil
+}
+
+// mallocRecording is malloc while recording (there is no queue).
+func (l *library) mallocRecording(d *device, size uint64, stream uintptr) (p uintptr, err error) {
+	d.recShared(func() { p, err = l.mallocLocked(d, size, stream) })
+	if d.rec.want.Load() {
+		d.rec.checkpoint()
+	}
+	return p, err
+}
+
+// recShared runs fn holding the recording's op lock shared, then d.mu (a
+// recording device's malloc and free).
+func (d *device) recShared(fn func()) {
+	d.rec.op.RLock()
+	defer d.rec.op.RUnlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	fn()
+}
+
+// locked runs fn holding the device's locks for a call that must see no
+// other call of the device around it: the recording's op lock
+// exclusively (when recording), then d.mu.
+func (d *device) locked(fn func() error) error {
+	if d.rec != nil {
+		d.rec.op.Lock()
+		defer d.rec.op.Unlock()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return fn()
+}
+
+// serial runs fn holding the device's locks for a call whose entries the
+// allocator writes itself, in their place (record_stream, empty_cache:
+// allocator.Requests): the recording's op lock shared, as a malloc's
+// (when recording), then d.mu.
+func (d *device) serial(fn func() error) error {
+	if d.rec != nil {
+		d.rec.op.RLock()
+		defer d.rec.op.RUnlock()
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return fn()
+}
+
+// stats is the allocator's statistics, under d.mu.
+func (d *device) stats() allocator.Stats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.a.Stats()
+}
+
+// snapshot is the allocator's layout, under d.mu.
+func (d *device) snapshot() allocator.Snapshot {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.a.Snapshot()
 }
 
 // failDevice reports a device that cannot be opened once, then keeps the
@@ -306,92 +390,133 @@ func (l *library) failDevice(err error) error {
 	return l.fail(err)
 }
 
-// free serves memreplay_free when it enters Go (a full queue, or none):
-// the queued frees first, then p's.
-func (l *library) free(p uintptr) error {
+// free applies a free of p after the queued ones, with no device to look
+// in first (the in-process tests).
+func (l *library) free(p uintptr) error { return l.freeOn(p, -1) }
+
+// freeOn serves memreplay_free when it enters Go (a full queue, or none):
+// the queued frees first, then p's. dev is free's device argument.
+func (l *library) freeOn(p uintptr, dev int) error {
 	l.drain()
-	return l.release(p)
+	return l.release(p, dev, nil)
 }
 
-// release applies one free. The pointer names the block; PyTorch's size,
-// device and stream arguments are the ones it recorded at malloc and are
-// not needed (nor trusted: the device is the one the table gives).
-func (l *library) release(p uintptr) error {
+// release applies one free. The pointer names the block; PyTorch's device
+// argument (dev) says which device's table to look in first, and the
+// others are searched when it is wrong (a wrong device still frees the
+// right block). held is a device whose lock the caller holds, or nil.
+// PyTorch's size and stream are not needed.
+func (l *library) release(p uintptr, dev int, held *device) error {
 	if p == 0 {
 		return nil
 	}
-	e, ok := l.ptrs.take(p)
-	if !ok {
-		return l.fail(fmt.Errorf("free of %#x: not a pointer memreplay_malloc returned, or already freed", p))
+	if d := l.ready(dev); d != nil {
+		if found, err := l.releaseOn(d, p, held); found {
+			return err
+		}
 	}
-	d := e.d
-	var err error
-	if d.rec != nil {
-		d.rec.op.RLock()
-		err = d.a.Free(e.b)
-		d.rec.op.RUnlock()
+	for i := range int(l.top.Load()) {
+		if d := l.ready(i); d != nil && i != dev {
+			if found, err := l.releaseOn(d, p, held); found {
+				return err
+			}
+		}
+	}
+	return l.fail(fmt.Errorf("free of %#x: not a pointer memreplay_malloc returned, or already freed", p))
+}
+
+// releaseOn frees p if it is one of d's pointers (found), taking d's
+// locks unless d is held.
+func (l *library) releaseOn(d *device, p uintptr, held *device) (found bool, err error) {
+	switch {
+	case d == held:
+		return l.releaseLocked(d, p)
+	case d.rec != nil:
+		d.recShared(func() { found, err = l.releaseLocked(d, p) })
 		if d.rec.want.Load() {
 			d.rec.checkpoint()
 		}
-	} else {
-		err = d.a.Free(e.b)
+		return found, err
 	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return l.releaseLocked(d, p)
+}
+
+// releaseLocked1 is releaseLocked that reports only whether p was d's.
+func (l *library) releaseLocked1(d *device, p uintptr) bool {
+	found, _ := l.releaseLocked(d, p)
+	return found
+}
+
+// releaseLocked is releaseOn under d.mu.
+func (l *library) releaseLocked(d *device, p uintptr) (found bool, err error) {
+	e, ok := d.ptrs.take(p)
+	if !ok {
+		return false, nil
+	}
+	err = d.a.Free(e.b)
 	if e.streamed {
 		l.noteStreamed(-1)
 	}
 	if err != nil {
-		return l.fail(fmt.Errorf("free of %#x on device %d: %w", p, d.ordinal, err))
+		return true, l.fail(fmt.Errorf("free of %#x on device %d: %w", p, d.ordinal, err))
 	}
-	return nil
+	return true, nil
 }
 
 // recordStream serves memreplay_record_stream (Tensor.record_stream): the
-// block's free will wait for the work queued on stream so far.
+// block's free will wait for the work queued on stream so far. The
+// pointer's device is the one whose table has it.
 func (l *library) recordStream(p, stream uintptr) error {
 	l.drain()
-	e, ok := l.ptrs.get(p)
-	if !ok {
-		return l.fail(fmt.Errorf("record_stream of %#x: not a live pointer of memreplay_malloc", p))
-	}
-	d := e.d
-	var err error
-	if d.rec != nil {
-		// The allocator is given a stream of its own for this use
-		// (recDevice). Lock order: the device's op lock, the pointer's
-		// shard, the allocator's lock; nothing takes two of them in
-		// another order. Under the shard lock the block is still p's, so
-		// it is live and its stream fixed. The op lock is shared, as a
-		// malloc's: the allocator writes the record_stream entry under its
-		// own lock, so no other thread's entries (a malloc's segment
-		// frees) can come between the call and its entry
-		// (TestRecordStreamDuringAReleaseRecordsInOrder).
-		d.rec.op.RLock()
-		err = l.ptrs.with(p, e.b, func(*ptrEntry) error {
-			if allocator.Stream(stream) == e.b.Stream() {
-				return nil // the block's own stream: nothing to wait for
+	for i := range int(l.top.Load()) {
+		d := l.ready(i)
+		if d == nil {
+			continue
+		}
+		found := false
+		err := d.serial(func() error {
+			e := d.ptrs.get(p)
+			if found = e != nil; !found {
+				return nil
 			}
-			s := d.rdev.synth(allocator.Stream(stream))
-			err := d.rec.r.RecordStream(e.b, s)
-			if err != nil {
-				d.rdev.drop(s)
-			}
-			return err
+			return l.recordStreamLocked(d, e, allocator.Stream(stream))
 		})
-		d.rec.op.RUnlock()
-	} else {
-		err = l.ptrs.with(p, e.b, func(e *ptrEntry) error {
-			if err := d.a.RecordStream(e.b, allocator.Stream(stream)); err != nil {
-				return err
-			}
-			if allocator.Stream(stream) != e.b.Stream() && !e.streamed {
-				e.streamed = true
-				l.noteStreamed(1)
+		if found {
+			if err != nil {
+				return l.fail(fmt.Errorf("record_stream of %#x: %w", p, err))
 			}
 			return nil
-		})
+		}
 	}
-	if err != nil {
-		return l.fail(fmt.Errorf("record_stream of %#x: %w", p, err))
+	return l.fail(fmt.Errorf("record_stream of %#x: not a live pointer of memreplay_malloc", p))
+}
+
+// recordStreamLocked is recordStream on p's entry, under d.serial.
+func (l *library) recordStreamLocked(d *device, e *ptrEntry, stream allocator.Stream) error {
+	if d.rec != nil {
+		// The allocator is given a stream of its own for this use
+		// (recDevice). The allocator writes the record_stream entry
+		// itself, under the device's lock, so no other thread's malloc
+		// can write its segment frees between the call and its entry
+		// (TestRecordStreamDuringAReleaseRecordsInOrder).
+		if stream == e.b.Stream() {
+			return nil // the block's own stream: nothing to wait for
+		}
+		s := d.rdev.synth(stream)
+		err := d.rec.r.RecordStream(e.b, s)
+		if err != nil {
+			d.rdev.drop(s)
+		}
+		return err
+	}
+	if err := d.a.RecordStream(e.b, stream); err != nil {
+		return err
+	}
+	if stream != e.b.Stream() && !e.streamed {
+		e.streamed = true
+		l.noteStreamed(1)
 	}
 	return nil
 }
@@ -402,14 +527,12 @@ func (l *library) emptyCache() error {
 	l.drain()
 	var errs []error
 	for _, d := range l.opened() {
-		var err error
-		if d.rec != nil {
-			d.rec.op.RLock() // the allocator writes the entry after its segment frees, under its lock
-			err = d.rec.r.EmptyCache()
-			d.rec.op.RUnlock()
-		} else {
-			err = d.a.EmptyCache()
-		}
+		err := d.serial(func() error {
+			if d.rec != nil {
+				return d.rec.r.EmptyCache()
+			}
+			return d.a.EmptyCache()
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("empty_cache on device %d: %w", d.ordinal, err))
 		}
@@ -428,16 +551,13 @@ func (l *library) setMemoryFraction(fraction float64, ordinal int) error {
 	if err != nil {
 		return l.failDevice(err)
 	}
-	if d.rec != nil {
-		d.rec.op.Lock()
-		err = d.a.SetMemoryFraction(fraction)
-		if err == nil {
+	err = d.locked(func() error {
+		err := d.a.SetMemoryFraction(fraction)
+		if err == nil && d.rec != nil {
 			d.rec.fraction(fraction)
 		}
-		d.rec.op.Unlock()
-	} else {
-		err = d.a.SetMemoryFraction(fraction)
-	}
+		return err
+	})
 	if err != nil {
 		return l.fail(fmt.Errorf("set_memory_fraction on device %d: %w", ordinal, err))
 	}
@@ -465,7 +585,7 @@ func (l *library) statsJSON(ordinal int) ([]byte, error) {
 	if err != nil {
 		return nil, l.failDevice(err)
 	}
-	st := d.a.Stats()
+	st := d.stats()
 	return json.Marshal(st.Map())
 }
 
@@ -506,4 +626,16 @@ func (l *library) close() {
 		}
 		l.devs[i].Store(nil)
 	}
+}
+
+// livePointers counts the pointers handed out and not yet freed, on every
+// device (the tests).
+func (l *library) livePointers() int {
+	n := 0
+	for _, d := range l.opened() {
+		d.mu.Lock()
+		n += d.ptrs.len()
+		d.mu.Unlock()
+	}
+	return n
 }

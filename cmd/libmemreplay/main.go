@@ -39,13 +39,14 @@
 //   - exports.go: one //export Go function per C function, which recovers
 //     any panic into last_error (nothing unwinds into the caller) and calls
 //     the library.
-//   - lib.go: the library. Per device ordinal, a lazily opened cuda.Device
-//     and one allocator.Allocator; a table from every pointer handed out to
-//     its *allocator.Block, since free_fn and record_stream receive only
-//     the pointer (ptrtable.go: 64 shards by address hash, each a mutex and
-//     a map, because PyTorch calls from the Python thread, autograd's
-//     device threads and others at once). The allocator itself takes one
-//     mutex per call, like PyTorch's per-device lock.
+//   - lib.go: the library. Per device ordinal, a lazily opened cuda.Device,
+//     one allocator.Allocator and a table from every pointer it handed out
+//     to its *allocator.Block, since free_fn and record_stream receive only
+//     the pointer (ptrtable.go, an open-addressing hash table). One mutex
+//     per device guards both, like PyTorch's per-device lock (the
+//     allocator, built WithoutLocking, takes none of its own), because
+//     PyTorch calls from the Python thread, autograd's device threads and
+//     others at once.
 //   - record.go: the optional recording, on when MEMREPLAY_TRACE or
 //     MEMREPLAY_RECORD=1 is set: replay.Record turns each allocator
 //     decision into a trace event, kept in a per-device ring of about
@@ -65,12 +66,13 @@
 // # The hot path
 //
 // A cached malloc and free cost, besides the allocator's own work: one C
-// to Go transition (the price of cgo's callback path, about 60 ns here;
-// the free is queued in C, a compare-and-swap), the queue's lock and one
+// to Go transition (the price of cgo's callback path, about 50 to 60 ns
+// here; the free is queued in C, a compare-and-swap), the queue's lock,
+// the device's lock once for the queued free and the malloc together, one
 // atomic store to apply the free, an atomic load for the library and one
-// for the device, one shard lock and a probe each to insert and remove the
-// pointer, and a deferred recover. docs/performance.md ("Deferred frees")
-// has the figures. Nothing is allocated on the Go heap in steady state. When recording, each call also
+// for the device, a probe each to insert and remove the pointer, and two
+// deferred recovers. docs/performance.md ("Deferred frees" and "The C ABI
+// pair, next round") has the figures. Nothing is allocated on the Go heap in steady state. When recording, each call also
 // takes the device's recording lock shared, and each event costs a clock
 // read and a ring slot under a small mutex. docs/libmemreplay.md has the
 // measured figures.

@@ -44,12 +44,13 @@ const traceSource = "libmemreplay"
 //
 // op orders the device's operations for the recording: malloc, free,
 // record_stream and empty_cache hold it shared, which costs an atomic add
-// (their entries are written by the allocator, under its lock, in their
-// place: TestRecordStreamDuringAReleaseRecordsInOrder);
-// set_memory_fraction, checkpoints and taking a trace hold it exclusively,
-// so that no other thread's events fall between the allocator's work and
-// the entry written after it that explains it, and so that a layout and
-// the events around it describe the same moment.
+// (their entries are written by the allocator, under the device's lock,
+// taken after op, in their place:
+// TestRecordStreamDuringAReleaseRecordsInOrder); set_memory_fraction,
+// checkpoints and taking a trace hold it exclusively, so that no other
+// thread's events fall between the allocator's work and the entry written
+// after it that explains it, and so that a layout and the events around it
+// describe the same moment.
 type recorder struct {
 	op   sync.RWMutex
 	r    *replay.Recording
@@ -89,7 +90,7 @@ func newRecorder(l *library, d *device) *recorder {
 	return rc
 }
 
-// push stores one event. It runs under the allocator's lock for the
+// push stores one event. It runs under the device's lock for the
 // allocator's own entries, so it must not call the allocator.
 func (rc *recorder) push(e *trace.Event) {
 	re := recEvent{seq: rc.l.seq.Add(1), addr: e.Addr, size: e.Size, stream: e.Stream, time: e.TimeUS, action: e.Action}
@@ -135,7 +136,7 @@ func (rc *recorder) checkpoint() {
 	if !rc.want.Load() {
 		return // another thread took it
 	}
-	segs := replay.SnapshotSegments(rc.d.a.Snapshot())
+	segs := replay.SnapshotSegments(rc.d.snapshot())
 	rc.mu.Lock()
 	rc.next, rc.nextAt, rc.hasNext = segs, len(rc.buf), true
 	rc.want.Store(false)
@@ -216,12 +217,12 @@ func (l *library) takeTrace(withEvents bool) (*trace.Trace, []deviceEvents, erro
 	for _, d := range l.opened() {
 		t.Header.Devices = append(t.Header.Devices, trace.Device{Index: int32(d.ordinal), Name: d.gpu.Name(), Capacity: d.gpu.TotalMem()})
 		if d.rec == nil || !withEvents {
-			t.Final = append(t.Final, replay.SnapshotSegments(d.a.Snapshot())...)
+			t.Final = append(t.Final, replay.SnapshotSegments(d.snapshot())...)
 			continue
 		}
 		d.rec.op.Lock()
 		tk := d.rec.take()
-		t.Final = append(t.Final, replay.SnapshotSegments(d.a.Snapshot())...)
+		t.Final = append(t.Final, replay.SnapshotSegments(d.snapshot())...)
 		d.rec.op.Unlock()
 		devs = append(devs, deviceEvents{dev: int32(d.ordinal), evs: tk.evs, labels: tk.labels})
 		if tk.hasBase {

@@ -136,18 +136,19 @@ long long mr_pending_frees(void) {
 /* memreplay_free queues the pointer for the next call into Go, from any
  * thread, to apply before anything else; it enters Go itself when there is
  * no queue, the queue is full, or a live block has a use on another stream
- * (mr_fq_defer). Freeing NULL does nothing. The
- * size, device and stream are not needed: the pointer names the block. */
+ * (mr_fq_defer). Freeing NULL does nothing. The size and stream are not
+ * needed: the pointer names the block. The device (the one PyTorch
+ * recorded at the malloc) says which device's table to look in first; a
+ * wrong one costs a search of the others. */
 void memreplay_free(void *ptr, size_t size, int device, cudaStream_t stream) {
 	(void)size;
-	(void)device;
 	(void)stream;
 	if (ptr == NULL)
 		return;
 	struct mr_fq *q = __atomic_load_n(&mr_fq_live, __ATOMIC_ACQUIRE);
-	if (q != NULL && mr_fq_defer(q, (uint64_t)(uintptr_t)ptr))
+	if (q != NULL && mr_fq_defer(q, (uint64_t)(uintptr_t)ptr, device))
 		return;
-	mrgo_free((GoUintptr)(uintptr_t)ptr);
+	mrgo_free((GoUintptr)(uintptr_t)ptr, (GoInt32)device);
 }
 
 /* ---- hooks ------------------------------------------------------------ */
