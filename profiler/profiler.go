@@ -77,7 +77,8 @@ type Profiler struct {
 	fine     []Sample
 	carry    Sample
 	hasCarry bool
-	detail      *detail // nil unless Options.DetailEvents
+
+	detail *detail // nil unless Options.DetailEvents
 
 	ooms        []OOMSnapshot
 	oomsDropped int64

@@ -86,11 +86,12 @@ type streamState struct {
 	pvSlab    []pv
 	itemSlab  []pyItem
 	serials   int64 // entries converted
+	appended  int64 // entries appended to their trace lists
+	pendDev   int   // the trace list of the entries converted, not yet appended
+
 	// off is the byte offset where the last converted entry ended (the
 	// next opcode's): what a ProgressObserver is told (pipeLog.off).
 	off int64
-	appended  int64 // entries appended to their trace lists
-	pendDev   int   // the trace list of the entries converted, not yet appended
 }
 
 // traceRun is what a trace list holds: the serials first..first+n-1.

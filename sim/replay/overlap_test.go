@@ -39,9 +39,13 @@ type overlapRun struct {
 func openReplay(t *testing.T, path string, opts replay.Options, speculate bool) overlapRun {
 	t.Helper()
 	speculateAll(t, speculate)
-	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
-		prof := profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: n, MaxSamples: 300})
+		po := profiler.Options{ExpectedEvents: n, MaxSamples: 300}
+		if bounds != nil {
+			po.EventBounds = bounds
+		}
+		prof := profiler.New(r.Stacks(), po)
 		opts.Recorder = prof
 		res, err := replay.Run(r, opts)
 		return res, prof, err
