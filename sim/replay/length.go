@@ -17,13 +17,14 @@ package replay
 // margin that is wide for a few entries and narrows with their number
 // (16/sqrt(k): 25% at 4,096 entries, 1.6% at a million), plus twice the
 // relative gap between the last half's size and the average's (a size
-// still drifting), above the estimate twice what it is below (the drift
-// is down, as the memo fills), and 4,096 entries and 16 times the square
-// root of the entries left either side (the last few thousand entries of
-// a snapshot may all be frees, smaller than the average). Below it, the
-// file's last 64 KiB and a thousandth more are left for what follows the
-// entries (a few hundred bytes in every snapshot tried). Each estimate only narrows the bounds
-// (EventBounds.narrow). A length outside them is found when the import
+// still drifting), twice that either side of the estimate (the size
+// drifts down as the memo fills, up when memo references outgrow a
+// byte), and 4,096 entries and 16 times the square root of the entries
+// left either side (the last few thousand entries of a snapshot may all
+// be frees, smaller than the average). Below it, the file's last 64 KiB
+// and a thousandth more are left for what follows the entries (a few
+// hundred bytes in every snapshot tried). Each estimate only narrows the
+// bounds (EventBounds.narrow). A length outside them is found when the import
 // ends, and the speculative replay is then discarded: a wrong estimate
 // costs a replay, never a wrong result.
 //
@@ -112,7 +113,7 @@ func estimateLength(marks []progressMark, size int64) (lo, hi int64) {
 	// The entries left vary in size too, the fewer the more: the last
 	// ones of a snapshot may all be frees, smaller than the average.
 	slack := estimateSlack + 16*math.Sqrt(left/recent)
-	lo = k + int64(max(max(left-tail, 0)/(recent*(1+margin))-slack, 0))
+	lo = k + int64(max(max(left-tail, 0)/(recent*(1+2*margin))-slack, 0))
 	hi = k + int64(math.Ceil(left*(1+2*margin)/recent+slack)) + 1
 	return lo, hi
 }
