@@ -121,6 +121,18 @@ func nextPoint(i, a, b int64) int64 {
 	return best - 1
 }
 
+// fineChunk is the length of a chunk of fine samples.
+const fineChunk = 4096
+
+// addFine keeps a fine sample.
+func (p *Profiler) addFine(s Sample) {
+	if n := len(p.fine); n == 0 || len(p.fine[n-1]) == fineChunk {
+		p.fine = append(p.fine, make([]Sample, 0, fineChunk))
+	}
+	last := &p.fine[len(p.fine)-1]
+	*last = append(*last, s)
+}
+
 // settleLength makes the timeline that of a trace of n events from the fine
 // samples (see the file comment) and samples as ExpectedEvents = n would
 // from then on.
@@ -132,16 +144,18 @@ func (p *Profiler) settleLength(n int64) {
 	next := p.every - 1
 	var acc Sample
 	has := false
-	for _, s := range p.fine {
-		if has {
-			s = merge(acc, s)
-		}
-		if s.Event >= next {
-			p.record(s)
-			next = p.after(s.Event)
-			has = false
-		} else {
-			acc, has = s, true
+	for _, chunk := range p.fine {
+		for _, s := range chunk {
+			if has {
+				s = merge(acc, s)
+			}
+			if s.Event >= next {
+				p.record(s)
+				next = p.after(s.Event)
+				has = false
+			} else {
+				acc, has = s, true
+			}
 		}
 	}
 	p.fine = nil

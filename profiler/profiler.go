@@ -72,9 +72,11 @@ type Profiler struct {
 	// bounds is where it comes from, fine the samples taken at every
 	// event where the timeline of a length within the bounds samples.
 	// Once it is known, carry is what the samples after the last one
-	// kept saw (their interval maxima), for the next sample.
+	// kept saw (their interval maxima), for the next sample. The fine
+	// samples are kept in chunks (half a million for a 1 GB snapshot:
+	// a slice that doubled would copy them and hold twice their bytes).
 	bounds   LengthBounds
-	fine     []Sample
+	fine     [][]Sample
 	carry    Sample
 	hasCarry bool
 

@@ -6,7 +6,7 @@ package profiler
 func (p *Profiler) sample(index int64) {
 	s := p.measure(index)
 	if p.bounds != nil {
-		p.fine = append(p.fine, s)
+		p.addFine(s)
 		p.nextSample = p.nextFine(index)
 		return
 	}
