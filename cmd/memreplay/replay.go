@@ -364,6 +364,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		pr := newProgress(stderr, label, total, rf.progress)
+		pr.totalFrom(bounds)
 		opts.Progress = pr.update
 		prof := newProfiler(r, total, bounds, rf)
 		opts.Recorder = prof
