@@ -34,10 +34,11 @@ package profiler
 // ones ExpectedEvents = n gives, equal field for field (a maximum over the
 // fine intervals is the maximum over their union: every value in between
 // was reached by an increase that the fine interval it fell in saw). The
-// cost is the fine samples that are not kept: as many as the bounds allow
-// intervals at each sample, so a few per kept sample once the bounds are
-// within a few per cent; for the 1 GB snapshot of docs/performance.md,
-// about 1.5% of its events.
+// cost is the fine samples that are not kept: about as many, near the
+// j-th sample, as the bounds allow intervals then (the j-th samples of
+// the intervals allowed are j apart), so the narrower the bounds the
+// fewer; for the 1 GB snapshot of docs/performance.md, about 2.3% of its
+// events.
 //
 // Bounds that turn out wrong (a length outside them) leave samples
 // missing: the caller must then not use the profile (sim/replay discards

@@ -52,9 +52,9 @@ package replay
 // replay.
 //
 // The cost: the hand-over, and the profiler's samples that its timeline
-// does not keep (about 1.5% of the events of the 1 GB snapshot of
-// docs/performance.md, a few ms), which a machine with a free second core
-// does not feel. Until this round the replay waited for a second pass
+// does not keep (about 2.3% of the events of the 1 GB snapshot of
+// docs/performance.md, each a read of the free sets' totals and a copy),
+// which a machine with a free second core does not feel. Until this round the replay waited for a second pass
 // over the file that counted its entries (trace.CountPyTorchEntries,
 // about 1 s of CPU for 1 GB): that wait, and that pass, are gone.
 
