@@ -54,9 +54,10 @@ package replay
 // The cost: the hand-over, and the profiler's samples that its timeline
 // does not keep (about 2.3% of the events of the 1 GB snapshot of
 // docs/performance.md, each a read of the free sets' totals and a copy),
-// which a machine with a free second core does not feel. Until this round the replay waited for a second pass
-// over the file that counted its entries (trace.CountPyTorchEntries,
-// about 1 s of CPU for 1 GB): that wait, and that pass, are gone.
+// which a machine with a free second core does not feel. Until issue 19's
+// last round the replay waited for a second pass over the file that
+// counted its entries (trace.CountPyTorchEntries, about 1 s of CPU for
+// 1 GB): that wait, and that pass, are gone.
 
 import (
 	"errors"
