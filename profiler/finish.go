@@ -14,6 +14,15 @@ import (
 // profile. Call it after the replay; calling it again returns a fresh
 // profile of the same state.
 func (p *Profiler) Finish() *Profile {
+	if p.bounds != nil {
+		// Still not known: the bounds' length if they met since the last
+		// sample, else the events replayed (a replay the caller drops).
+		n := p.events
+		if lo, hi := p.bounds.Bounds(); lo == hi && lo > 0 {
+			n = lo
+		}
+		p.settleLength(n)
+	}
 	p.cur = p.events
 	for _, d := range p.order {
 		if d.syncPending {

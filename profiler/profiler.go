@@ -22,6 +22,12 @@ type Options struct {
 	// reads the allocator's free blocks, and the doubling that an unknown
 	// length needs takes about MaxSamples/2 samples more per doubling.
 	ExpectedEvents int64
+	// EventBounds, when set and ExpectedEvents is not, bounds the trace's
+	// length while it is still being imported (sim/replay's speculative
+	// replay) and gives it once known: the profile is then the one
+	// ExpectedEvents set to that length gives, sample for sample (see
+	// length.go).
+	EventBounds LengthBounds
 	// DetailEvents, when positive, also keeps the state after every event
 	// for a window of this many events around the peak of live bytes
 	// (Profile.PeakDetail; see detail.go), for a one-device replay.
@@ -62,7 +68,19 @@ type Profiler struct {
 	timelineGiven bool
 	// timelineCap is the timeline's expected length, from ExpectedEvents.
 	timelineCap int
-	detail      *detail // nil unless Options.DetailEvents
+	// While the length is not known (Options.EventBounds; length.go):
+	// bounds is where it comes from, fine the samples taken at every
+	// event where the timeline of a length within the bounds samples.
+	// Once it is known, carry is what the samples after the last one
+	// kept saw (their interval maxima), for the next sample. The fine
+	// samples are kept in chunks (half a million for a 1 GB snapshot:
+	// a slice that doubled would copy them and hold twice their bytes).
+	bounds   LengthBounds
+	fine     [][]Sample
+	carry    Sample
+	hasCarry bool
+
+	detail *detail // nil unless Options.DetailEvents
 
 	ooms        []OOMSnapshot
 	oomsDropped int64
@@ -247,17 +265,25 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
 	}
 	if n := opts.ExpectedEvents; n > 0 {
-		// The timeline is thinned when it reaches MaxSamples, so aim
-		// below, the final partial interval included.
-		m := int64(opts.MaxSamples - 2)
-		p.every = max(1, (n+m-1)/m)
+		p.spaceFor(n)
 		p.nextSample = p.every - 1
-		// One sample an interval and the last event's: sized once (at the
-		// first sample, so that a profile without samples still has a nil
-		// timeline), the timeline is not copied as it grows.
-		p.timelineCap = int(min(int64(opts.MaxSamples), n/p.every+2))
+	} else if opts.EventBounds != nil {
+		p.bounds = opts.EventBounds
+		p.nextSample = p.nextFine(-1)
 	}
 	return p
+}
+
+// spaceFor sets the timeline's interval for a trace of n > 0 events.
+func (p *Profiler) spaceFor(n int64) {
+	// The timeline is thinned when it reaches MaxSamples, so aim below,
+	// the final partial interval included.
+	m := int64(p.opts.MaxSamples - 2)
+	p.every = max(1, (n+m-1)/m)
+	// One sample an interval and the last event's: sized once (at the
+	// first sample, so that a profile without samples still has a nil
+	// timeline), the timeline is not copied as it grows.
+	p.timelineCap = int(min(int64(p.opts.MaxSamples), n/p.every+2))
 }
 
 // dev returns the state of an attached device, or nil.

@@ -1,8 +1,33 @@
 package profiler
 
 // sample appends the timeline point for the interval ending at event index
-// and, when the timeline is full, halves it.
+// and, when the timeline is full, halves it. While the trace's length is
+// not known, the point is a fine one (length.go).
 func (p *Profiler) sample(index int64) {
+	s := p.measure(index)
+	if p.bounds != nil {
+		p.addFine(s)
+		p.nextSample = p.nextFine(index)
+		return
+	}
+	if p.hasCarry {
+		s = merge(p.carry, s)
+		p.carry, p.hasCarry = Sample{}, false
+	}
+	p.record(s)
+	// Intervals are aligned to multiples of every, so that merged pairs
+	// cover adjacent intervals.
+	p.nextSample = p.after(index)
+}
+
+// after is the event at which the sample after one at index falls.
+func (p *Profiler) after(index int64) int64 {
+	return ((index+1)/p.every)*p.every + p.every - 1
+}
+
+// measure reads the state after event index for a sample, and starts the
+// next interval's maxima.
+func (p *Profiler) measure(index int64) Sample {
 	s := Sample{Event: index, TimeUS: p.lastTime, LiveBytes: p.total.live, ReservedBytes: p.total.reserved,
 		RequestedBytes: p.total.requested, MaxLiveBytes: max(p.total.winLive, p.total.live),
 		MaxReservedBytes: max(p.total.winReserved, p.total.reserved)}
@@ -19,12 +44,29 @@ func (p *Profiler) sample(index int64) {
 				MaxLiveBytes: max(d.winLive, d.live), MaxReservedBytes: max(d.winReserved, d.reserved),
 				RequestedBytes: d.requested, FreeBytes: free, LargestFreeBlock: largest})
 		}
-		d.noteFrag(fragmentation(free, largest))
 		d.winLive, d.winReserved = d.live, d.reserved
 	}
 	s.ExternalFragmentation = fragmentation(s.FreeBytes, s.LargestFreeBlock)
-	p.total.noteFrag(s.ExternalFragmentation)
 	p.total.winLive, p.total.winReserved = p.total.live, p.total.reserved
+	return s
+}
+
+// record appends s to the timeline, its fragmentation to the maxima (the
+// device's own: that of the one device, or each device's part), and
+// halves the timeline when it is full.
+func (p *Profiler) record(s Sample) {
+	if s.Devices == nil {
+		if len(p.order) > 0 {
+			// One device (or none, whose fragmentation is 0) when s was
+			// measured: the first attached.
+			p.order[0].noteFrag(s.ExternalFragmentation)
+		}
+	} else {
+		for _, ds := range s.Devices {
+			p.devs[ds.Index].noteFrag(fragmentation(ds.FreeBytes, ds.LargestFreeBlock))
+		}
+	}
+	p.total.noteFrag(s.ExternalFragmentation)
 	if p.timeline == nil && p.timelineCap > 0 {
 		p.timeline = make([]Sample, 0, p.timelineCap)
 	}
@@ -36,9 +78,6 @@ func (p *Profiler) sample(index int64) {
 	if len(p.timeline) >= p.opts.MaxSamples {
 		p.thin()
 	}
-	// Intervals are aligned to multiples of every, so that merged pairs
-	// cover adjacent intervals.
-	p.nextSample = ((index+1)/p.every)*p.every + p.every - 1
 }
 
 // thin merges neighbouring samples pairwise and doubles the interval. A

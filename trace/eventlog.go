@@ -265,6 +265,20 @@ type EventObserver interface {
 	Restart()
 }
 
+// ProgressObserver is an EventObserver that is also told where in the
+// file the events came from, so that it can judge how many are still to
+// come (sim/replay's speculative replay bounds the trace's length with
+// it). Only a streamed import knows (stream.go); the whole one, which
+// decodes the file before converting it, calls no Progress.
+type ProgressObserver interface {
+	EventObserver
+	// Progress says that the first events events (those given so far)
+	// were decoded from the file's bytes before offset: the rest of the
+	// entries are in its bytes from offset on. It is called after each
+	// batch of events, on the goroutine that calls Event.
+	Progress(events, offset int64)
+}
+
 // pipeLog packs a snapshot's events on a goroutine of its own, beside
 // the import: the importer hands them over in batches, the goroutine
 // appends them to the EventLog and gives each to the observer, if any, so
@@ -276,26 +290,42 @@ type EventObserver interface {
 type pipeLog struct {
 	l     *EventLog
 	batch []Event
-	ch    chan []Event
+	ch    chan pipeChunk
 	free  chan []Event
 	done  chan struct{}
+	// off, when set (a streamed import: stream.go), is where the last
+	// converted entry ended in the file; it goes with each batch to a
+	// ProgressObserver.
+	off *int64
+}
+
+// pipeChunk is a batch of events and where its last entry ended (-1: not
+// known).
+type pipeChunk struct {
+	evs []Event
+	off int64
 }
 
 const pipeFirstBatch, pipeBatch = 256, 4096
 
 func newPipeLog(obs EventObserver) *pipeLog {
-	p := &pipeLog{l: &EventLog{}, ch: make(chan []Event, 4), free: make(chan []Event, 6), done: make(chan struct{})}
+	p := &pipeLog{l: &EventLog{}, ch: make(chan pipeChunk, 4), free: make(chan []Event, 6), done: make(chan struct{})}
 	p.batch = make([]Event, 0, pipeFirstBatch)
+	progress, _ := obs.(ProgressObserver)
 	go func() {
 		defer close(p.done)
 		var i int64
-		for b := range p.ch {
+		for pb := range p.ch {
+			b := pb.evs
 			for k := range b {
 				p.l.Append(&b[k])
 				if obs != nil {
 					obs.Event(i, &b[k])
 				}
 				i++
+			}
+			if progress != nil && pb.off >= 0 {
+				progress.Progress(i, pb.off)
 			}
 			select {
 			case p.free <- b[:0]:
@@ -304,6 +334,15 @@ func newPipeLog(obs EventObserver) *pipeLog {
 		}
 	}()
 	return p
+}
+
+// handOver sends the batch with where its last entry ended.
+func (p *pipeLog) handOver() {
+	off := int64(-1)
+	if p.off != nil {
+		off = *p.off
+	}
+	p.ch <- pipeChunk{p.batch, off}
 }
 
 func (p *pipeLog) next() *Event {
@@ -319,7 +358,7 @@ func (p *pipeLog) next() *Event {
 func (p *pipeLog) commit() {
 	if len(p.batch) == cap(p.batch) {
 		size := min(2*cap(p.batch), pipeBatch)
-		p.ch <- p.batch
+		p.handOver()
 		select {
 		case b := <-p.free:
 			if cap(b) >= size {
@@ -338,7 +377,7 @@ func (p *pipeLog) reserve(int) {}
 // every event is packed and observed.
 func (p *pipeLog) end(ok bool) {
 	if ok && len(p.batch) > 0 {
-		p.ch <- p.batch
+		p.handOver()
 	}
 	p.batch = nil
 	close(p.ch)

@@ -172,6 +172,9 @@ func importPyTorch(u *unpickler, t *Trace, sink eventSink) error {
 	if u.st != nil {
 		u.st.c = c
 		c.st = u.st
+		if pl, ok := sink.(*pipeLog); ok {
+			pl.off = &u.st.off
+		}
 	}
 	root, err := u.run()
 	if err != nil {

@@ -88,6 +88,10 @@ type streamState struct {
 	serials   int64 // entries converted
 	appended  int64 // entries appended to their trace lists
 	pendDev   int   // the trace list of the entries converted, not yet appended
+
+	// off is the byte offset where the last converted entry ended (the
+	// next opcode's): what a ProgressObserver is told (pipeLog.off).
+	off int64
 }
 
 // traceRun is what a trace list holds: the serials first..first+n-1.
@@ -166,6 +170,7 @@ func (u *unpickler) closeEntry(start int) error {
 	if err := c.event(c.sink.next(), e, int32(st.entryDev)); err != nil {
 		return u.shapef(start, "trace entry %d%s: %s", st.serials, err.path, err.msg)
 	}
+	st.off = u.base + int64(start)
 	c.sink.commit()
 	// What the memo kept from inside the entry becomes what it was
 	// converted to; anything else there may not be referred to again.

@@ -19,14 +19,15 @@ func replayOnTerminal(t *testing.T, args ...string) string {
 
 // A snapshot replayed while it is imported draws the progress it drew
 // when replayed after: the same label, the events out of the same total
-// (the count), the line cleared at the end; one given up and replayed
-// again too.
+// (the count) once the import has counted them (before, the events
+// alone), the line cleared at the end; one given up and replayed again
+// too.
 func TestSpeculativeReplayProgress(t *testing.T) {
 	dir := t.TempDir()
 	trial := filepath.Join(dir, "trial.mrt")
 	code, _, stderr := runCLI("synth", "--model", "bert-base", "--batch", "1", "--seq-len", "16", "--steps", "30", "-o", trial)
 	require.Zero(t, code, stderr)
-	lines := regexp.MustCompile(`\r(replaying [^:]+): (\d+)/(\d+) events \(`)
+	lines := regexp.MustCompile(`\r(replaying [^:]+): (\d+)(?:/(\d+))? events \(`)
 	for k, conf := range []string{"", "max_split_size_mb:64"} {
 		snap := filepath.Join(dir, []string{"start.pickle", "other.pickle"}[k])
 		args := []string{"replay", "--record", snap, trial}
@@ -46,9 +47,12 @@ func TestSpeculativeReplayProgress(t *testing.T) {
 				require.Equal(t, replay.Confirmed, lastSpeculation)
 			}
 		}
+		require.NotEmpty(t, drawn[0][0][3], "the total, replayed after the import")
 		for _, m := range drawn[1] {
 			require.Equal(t, drawn[0][0][1], m[1], "label")
-			require.Equal(t, drawn[0][0][3], m[3], "total")
+			if m[3] != "" {
+				require.Equal(t, drawn[0][0][3], m[3], "total")
+			}
 		}
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/mattn/go-isatty"
+
+	"github.com/memreplay/memreplay/sim/replay"
 )
 
 // progress draws a one-line progress report on stderr while a long replay
@@ -16,9 +18,12 @@ type progress struct {
 	w     io.Writer
 	label string
 	total int64 // 0 when unknown (a streamed trace)
-	start time.Time
-	last  time.Time
-	drawn bool
+	// bounds, for a snapshot replayed while it is imported, give the
+	// total once the import has counted the events (they meet).
+	bounds *replay.EventBounds
+	start  time.Time
+	last   time.Time
+	drawn  bool
 }
 
 // progressDelay is how long a run goes before its progress is drawn, so
@@ -37,6 +42,15 @@ func newProgress(w io.Writer, label string, total int64, enabled bool) *progress
 	return &progress{w: w, label: label, total: total, start: now, last: now}
 }
 
+// totalFrom makes the total the length bounds meet at, once they do
+// (replay.OpenReplay's speculative replay: until the import is over, the
+// events are drawn without a total).
+func (p *progress) totalFrom(bounds *replay.EventBounds) {
+	if p != nil {
+		p.bounds = bounds
+	}
+}
+
 // update is called every few thousand events; it redraws at most five
 // times a second and only after the first second, so short runs print
 // nothing.
@@ -50,6 +64,11 @@ func (p *progress) update(n int64) {
 	}
 	p.last = now
 	rate := float64(n) / now.Sub(p.start).Seconds()
+	if p.total == 0 && p.bounds != nil {
+		if lo, hi := p.bounds.Bounds(); lo == hi && lo > 0 {
+			p.total = lo
+		}
+	}
 	if p.total > 0 {
 		fmt.Fprintf(p.w, "\r%s: %d/%d events (%.0f%%, %.1fM events/s)   ", p.label, n, p.total, 100*float64(n)/float64(p.total), rate/1e6)
 	} else {

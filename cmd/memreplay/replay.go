@@ -361,11 +361,12 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 		return replayAfterOpen(path, opts, rf, stderr)
 	}
 	label := replayLabel(path, opts, nil)
-	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		pr := newProgress(stderr, label, total, rf.progress)
+		pr.totalFrom(bounds)
 		opts.Progress = pr.update
-		prof := newProfiler(r, total, rf)
+		prof := newProfiler(r, total, bounds, rf)
 		opts.Recorder = prof
 		res, err := replay.Run(r, opts)
 		pr.done()
@@ -401,9 +402,15 @@ func replayLabel(path string, opts replay.Options, gpu *realgpu.Backend) string 
 	return label
 }
 
-// newProfiler is the profiler of a replay of r, total events long.
-func newProfiler(r trace.Reader, total int64, rf *replayFlags) *profiler.Profiler {
-	return profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail})
+// newProfiler is the profiler of a replay of r, total events long, or of
+// a length within bounds (when not nil: replayed while it is imported,
+// the length is known at the end).
+func newProfiler(r trace.Reader, total int64, bounds *replay.EventBounds, rf *replayFlags) *profiler.Profiler {
+	opts := profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail}
+	if bounds != nil {
+		opts.EventBounds = bounds
+	}
+	return profiler.New(r.Stacks(), opts)
 }
 
 // replayAfterOpen is replayOnce after the import: with --record or on a
@@ -439,7 +446,7 @@ func replayAfterOpen(path string, opts replay.Options, rf *replayFlags, stderr i
 	}
 	pr := newProgress(stderr, replayLabel(path, opts, gpu), total, rf.progress)
 	opts.Progress = pr.update
-	prof := newProfiler(o.Reader, total, rf)
+	prof := newProfiler(o.Reader, total, nil, rf)
 	opts.Recorder = prof
 	if rec != nil {
 		opts.Recorder = replay.Recorders(prof, rec.rr)

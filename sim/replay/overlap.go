@@ -13,37 +13,51 @@ package replay
 // was recorded from the start:
 //
 //   - the events reach the speculative replay as the import makes them
-//     (an EventObserver beside the reconstruction's walk, OpenPrepared):
-//     packed (about 8 bytes an event) until the replay starts, as they
-//     are, in batches, from then on; the import is held back only when
-//     the replay falls a long way behind (specMaxBuffered);
-//   - the replay starts once the events are counted: the profiler spaces
-//     its timeline by their number, known to the import only at its end,
-//     so trace.CountPyTorchEntries counts the file's entries first, on a
-//     goroutine of its own (about 1 s for 1 GB);
+//     (an EventObserver beside the reconstruction's walk, OpenPrepared),
+//     in batches; the import is held back only when the replay falls a
+//     long way behind (specMaxBuffered);
+//   - it starts at once. The profiler spaces its timeline by the number
+//     of events, which the import knows only at its end; until then the
+//     replay is given bounds on it (EventBounds, profiler.LengthBounds),
+//     and the profiler samples wherever a length within them would
+//     (profiler/length.go), keeping, once the length is known, exactly
+//     the samples that length's timeline takes. The bounds come from
+//     where in the file the entries imported so far ended
+//     (trace.ProgressObserver): the bytes left, at the bytes an entry
+//     took over the last half of the entries so far, give the entries
+//     left, within a margin that narrows as the entries grow in number
+//     and widens when the recent entries' size drifts from the average's
+//     (estimateLength). Bounds only narrow; when they cross, or hold
+//     only a range too wide to be worth its samples, the guess is given
+//     up. When the import is over, its count must be within them: it is
+//     then the replay's length (the bounds meet);
 //   - it replays from an empty allocator, under the header it guesses
 //     (guessHeader: the default allocator settings, no device named) and
 //     with the end state, once the import has it, at the end.
 //
 // When the import and the preparation are over, the guess is checked
-// (confirmed): nothing reconstructed, the count right, the allocator
-// settings meaning the same configuration, no capacity implied, every
-// device the header names replayed. Then the speculative replay is the
-// replay, decision for decision, since its inputs were the same. Else
-// (settings other than the defaults, found at the end of the file) its
-// result is discarded and the trace replayed again from what was
-// imported, as without speculation; only time was lost. A trace that
-// begins mid-run is found out sooner: the feed gives the guess up (and
-// stops the count) as soon as the reconstruction's walk meets a block or
-// segment from before the trace, or an oom, at its first free of an
-// older block, before the count is done as a rule. The stack table the
-// replay's recorders were given becomes the trace's once the import is
-// over: the import's table is copied into it (OpenReplay), since the
-// recorders read it only after the replay.
+// (confirmed): nothing reconstructed, the count within the bounds, the
+// allocator settings meaning the same configuration, no capacity implied,
+// every device the header names replayed. Then the speculative replay is
+// the replay, decision for decision and sample for sample, since its
+// inputs were the same. Else (settings other than the defaults, found at
+// the end of the file) its result is discarded and the trace replayed
+// again from what was imported, as without speculation; only time was
+// lost. A trace that begins mid-run is found out sooner: the feed gives
+// the guess up as soon as the reconstruction's walk meets a block or
+// segment from before the trace, or an oom, at its first free of an older
+// block as a rule. The stack table the replay's recorders were given
+// becomes the trace's once the import is over: the import's table is
+// copied into it (OpenReplay), since the recorders read it only after the
+// replay.
 //
-// The cost: the count's pass and the hand-over, about 1 s of CPU for
-// 1 GB, which a machine with a free second core does not feel, and a
-// machine whose cores are all busy does.
+// The cost: the hand-over, and the profiler's samples that its timeline
+// does not keep (about 2.3% of the events of the 1 GB snapshot of
+// docs/performance.md, each a read of the free sets' totals and a copy),
+// which a machine with a free second core does not feel. Until issue 19's
+// last round the replay waited for a second pass over the file that
+// counted its entries (trace.CountPyTorchEntries, about 1 s of CPU for
+// 1 GB): that wait, and that pass, are gone.
 
 import (
 	"errors"
@@ -60,13 +74,14 @@ import (
 )
 
 // SpeculateMinBytes is the size from which a snapshot is replayed while
-// it is imported: below it the import is short and the count's second
-// pass over the file not worth it (a variable for the tests).
+// it is imported: below it the import is short, and a guess found wrong
+// at the end (other settings) would cost a replay more than the overlap
+// saves (a variable for the tests).
 var SpeculateMinBytes int64 = 64 << 20
 
 // SpeculateMinProcs is the parallelism (GOMAXPROCS) from which OpenReplay
-// speculates: on one core the speculative replay only adds the count's
-// pass to the import (a variable for the tests).
+// speculates: on one core the speculative replay only takes turns with
+// the import, and adds the hand-over (a variable for the tests).
 var SpeculateMinProcs = 2
 
 // Speculation says how OpenReplay replayed a trace.
@@ -74,7 +89,7 @@ type Speculation int
 
 const (
 	// NotSpeculated: replayed after the import (not a snapshot pickle,
-	// a small one, or its entries could not be counted).
+	// or a small one).
 	NotSpeculated Speculation = iota
 	// Confirmed: the replay beside the import was the replay.
 	Confirmed
@@ -87,9 +102,10 @@ const (
 // ReplayFunc replays r, a trace of events events (0 when unknown), and
 // returns the result and whatever else the caller keeps of the run (its
 // recorders). OpenReplay may call it twice, the first time on another
-// goroutine; what it keeps must not read r.Stacks() until OpenReplay has
-// returned.
-type ReplayFunc[T any] func(r trace.Reader, events int64) (*Result, T, error)
+// goroutine, with events 0 and bounds on the number of events that narrow
+// while it runs (for profiler.Options.EventBounds; nil otherwise); what it
+// keeps must not read r.Stacks() until OpenReplay has returned.
+type ReplayFunc[T any] func(r trace.Reader, events int64, bounds *EventBounds) (*Result, T, error)
 
 // OpenReplay opens path as OpenPrepared does and replays it with run,
 // which replays with opts (OpenReplay reads only whether opts.Config
@@ -99,51 +115,29 @@ type ReplayFunc[T any] func(r trace.Reader, events int64) (*Result, T, error)
 // could not be opened (err is then the open's); otherwise the caller
 // closes o, and err is run's.
 func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.Opened, res *Result, out T, how Speculation, err error) {
-	if !speculable(path) {
+	size, ok := speculable(path)
+	if !ok {
 		o, _, err = OpenPrepared(path)
 		if err != nil {
 			return nil, nil, out, NotSpeculated, err
 		}
-		res, out, err = run(o.Reader, openedEvents(o))
+		res, out, err = run(o.Reader, openedEvents(o), nil)
 		return o, res, out, NotSpeculated, err
 	}
-	feed := newSpecFeed()
-	counted := make(chan int64, 1) // -1: not counted
-	go func() {
-		n := int64(-1)
-		if f, err := os.Open(path); err == nil {
-			if c, ok := trace.CountPyTorchEntries(stoppable{f, &feed.gone}); ok {
-				n = c
-			}
-			f.Close()
-		}
-		counted <- n
-	}()
+	feed := newSpecFeed(size)
 	type specRun struct {
-		events int64
-		res    *Result
-		out    T
-		err    error
+		res *Result
+		out T
+		err error
 	}
 	done := make(chan specRun, 1)
 	h0 := guessHeader(path)
 	stacks := trace.NewStacks()
 	go func() {
-		var n int64
-		select {
-		case n = <-counted:
-		case <-feed.aborted:
-			n = -1
-		}
-		if n < 0 {
-			feed.stop()
-			done <- specRun{events: -1}
-			return
-		}
 		r := &specReader{feed: feed, header: h0, stacks: stacks}
-		res, out, err := run(r, n)
+		res, out, err := run(r, 0, feed.bounds)
 		feed.stop()
-		done <- specRun{events: n, res: res, out: out, err: err}
+		done <- specRun{res: res, out: out, err: err}
 	}()
 	o, _, err = openPrepared(path, feed.walk, feed)
 	feed.finish(o, err)
@@ -151,47 +145,38 @@ func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.O
 	if err != nil {
 		return nil, nil, out, NotSpeculated, err
 	}
-	if sp.events < 0 {
-		// Not counted, or given up before the count (Discarded).
-		how = NotSpeculated
-		if feed.wasAborted() {
-			how = Discarded
-		}
-		res, out, err = run(o.Reader, openedEvents(o))
-		return o, res, out, how, err
-	}
-	if !feed.wasAborted() && confirmed(o, h0, opts.Config != nil, sp.events, sp.res, sp.err) {
+	if !feed.wasAborted() && confirmed(o, h0, opts.Config != nil, feed.bounds, sp.res, sp.err) {
 		// The recorders hold the speculative reader's table: it becomes
 		// the trace's (the import's own is no longer referred to).
 		*stacks = *o.Packed.Stacks
 		o.Packed.Stacks = stacks
 		return o, sp.res, sp.out, Confirmed, sp.err
 	}
-	res, out, err = run(o.Reader, openedEvents(o))
+	res, out, err = run(o.Reader, openedEvents(o), nil)
 	return o, res, out, Discarded, err
 }
 
 // speculable says whether path is a snapshot pickle large enough to
-// replay while it is imported.
-func speculable(path string) bool {
+// replay while it is imported, and its size.
+func speculable(path string) (int64, bool) {
 	if runtime.GOMAXPROCS(0) < SpeculateMinProcs {
-		return false
+		return 0, false
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return false
+		return 0, false
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() || fi.Size() < SpeculateMinBytes {
-		return false
+		return 0, false
 	}
 	var prefix [2]byte
 	if _, err := io.ReadFull(f, prefix[:]); err != nil {
-		return false
+		return 0, false
 	}
 	format, ok := trace.Detect(prefix[:])
-	return ok && format == trace.FormatPyTorch
+	return fi.Size(), ok && format == trace.FormatPyTorch
 }
 
 // openedEvents is the number of events of an opened trace, 0 when it is
@@ -206,20 +191,6 @@ func openedEvents(o *trace.Opened) int64 {
 	return 0
 }
 
-// stoppable reads r until stop is set: the count of a speculation given
-// up ends there.
-type stoppable struct {
-	r    io.Reader
-	stop *atomic.Bool
-}
-
-func (s stoppable) Read(p []byte) (int, error) {
-	if s.stop.Load() {
-		return 0, errSpecAborted
-	}
-	return s.r.Read(p)
-}
-
 // guessHeader is the header the speculative replay replays under: what
 // the import of a snapshot recorded from the start with PyTorch's default
 // allocator settings (PyTorch writes them since 2.6) gives, as far as the
@@ -229,13 +200,16 @@ func guessHeader(path string) trace.Header {
 	return trace.Header{Source: SourcePyTorch, SourceFile: path, AllocatorSettings: config.Default().AllocatorSettings()}
 }
 
-// confirmed says whether the speculative replay, under h0 with n events
-// and no initial state, was the replay of the trace o holds once
-// imported and prepared; override says the replay's settings were the
-// options', not the trace's.
-func confirmed(o *trace.Opened, h0 trace.Header, override bool, n int64, res *Result, err error) bool {
+// confirmed says whether the speculative replay, under h0 with no
+// initial state and the length bounds gave it, was the replay of the
+// trace o holds once imported and prepared; override says the replay's
+// settings were the options', not the trace's.
+func confirmed(o *trace.Opened, h0 trace.Header, override bool, bounds *EventBounds, res *Result, err error) bool {
 	p := o.Packed
-	if p == nil || p.Events.Len() != n || p.Initial != nil || p.InitialReconstructed {
+	if p == nil || p.Initial != nil || p.InitialReconstructed {
+		return false
+	}
+	if lo, hi := bounds.Bounds(); lo != hi || lo != p.Events.Len() {
 		return false
 	}
 	if errors.Is(err, errSpecAborted) || res == nil {
@@ -296,21 +270,29 @@ const specBatch = 4096
 
 // specFeed takes the events from the import (as an EventObserver, on the
 // import's packing goroutine) and hands them to the speculative replay's
-// reader: packed into segments while the reader waits for the count (the
-// import is then ahead of the replay by millions of events, 72 bytes each
+// reader: packed into segments until the reader first reads (the import
+// may be ahead of the replay by many events then, 72 bytes each
 // unpacked), in batches as they are once it reads (the packing and the
-// decoding cost as much as the replay's reading).
+// decoding cost as much as the replay's reading). It also keeps the
+// bounds on the trace's length (Progress).
 type specFeed struct {
 	// walk is the reconstruction's, which sees each event before the
 	// feed: once it finds a block or segment from before the trace, or
 	// an oom (a capacity it may imply), the guess is wrong, and the
-	// speculation is given up at once (wrong, below), its count too.
+	// speculation is given up at once (wrong, below).
 	walk *reconWalk
 	cur  *trace.EventLog // being filled (the import's side only)
 	raw  []trace.Event   // likewise, once reading
 	// reading is set by the reader's first take: from the next event on,
 	// the feed hands batches over.
 	reading atomic.Bool
+
+	// bounds on the number of events, narrowed from marks (where the
+	// entries so far ended in the file, of size bytes) as the import
+	// goes on; they meet at the import's count once it is over.
+	bounds *EventBounds
+	size   int64
+	marks  []progressMark
 
 	mu       sync.Mutex
 	cond     *sync.Cond
@@ -323,8 +305,9 @@ type specFeed struct {
 	gone     atomic.Bool // the reader will read no more
 }
 
-func newSpecFeed() *specFeed {
-	f := &specFeed{walk: newReconWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{})}
+func newSpecFeed(size int64) *specFeed {
+	f := &specFeed{walk: newReconWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{}),
+		bounds: newEventBounds(), size: size}
 	f.cond = sync.NewCond(&f.mu)
 	return f
 }
@@ -393,6 +376,29 @@ func (f *specFeed) hand() {
 	f.mu.Unlock()
 }
 
+// Progress implements trace.ProgressObserver: the first events entries
+// ended before byte offset. It narrows the bounds (estimateLength), and
+// gives the guess up when they cross, or when they are still too wide to
+// be worth the profiler's samples once the entries are many.
+func (f *specFeed) Progress(events, offset int64) {
+	if f.gone.Load() {
+		return
+	}
+	f.marks = append(f.marks, progressMark{events, offset})
+	lo, hi := estimateLength(f.marks, f.size)
+	f.bounds.narrow(lo, hi)
+	lo, hi = f.bounds.Bounds()
+	if lo > hi || (events >= specLooseFrom && hi-lo > lo/specLoosest) {
+		f.abort()
+	}
+}
+
+// From specLooseFrom entries on, bounds wider than a specLoosest-th of
+// the length give the guess up: the entries' size is not settling (a
+// trace of phases of other shapes, or written some other way), and the
+// profiler would take a fine sample at a good part of the events.
+const specLooseFrom, specLoosest = 1 << 20, 4
+
 // Restart implements trace.EventObserver: the import starts over, whole;
 // the events given so far were not the trace's.
 func (f *specFeed) Restart() {
@@ -423,7 +429,16 @@ func (f *specFeed) finish(o *trace.Opened, err error) {
 	if err != nil || o == nil || o.Packed == nil {
 		f.abort()
 	} else if !f.gone.Load() {
-		f.hand()
+		// The count is known: within the bounds, it is the replay's
+		// length from now on; outside, the profiler's samples are not
+		// that length's.
+		n := o.Packed.Events.Len()
+		if lo, hi := f.bounds.Bounds(); n < lo || n > hi {
+			f.abort()
+		} else {
+			f.bounds.meet(n)
+			f.hand()
+		}
 	}
 	f.mu.Lock()
 	f.done, f.o = true, o

@@ -1,9 +1,11 @@
 package replay_test
 
 import (
+	"encoding/binary"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,9 +41,13 @@ type overlapRun struct {
 func openReplay(t *testing.T, path string, opts replay.Options, speculate bool) overlapRun {
 	t.Helper()
 	speculateAll(t, speculate)
-	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
-		prof := profiler.New(r.Stacks(), profiler.Options{ExpectedEvents: n, MaxSamples: 300})
+		po := profiler.Options{ExpectedEvents: n, MaxSamples: 300}
+		if bounds != nil {
+			po.EventBounds = bounds
+		}
+		prof := profiler.New(r.Stacks(), po)
 		opts.Recorder = prof
 		res, err := replay.Run(r, opts)
 		return res, prof, err
@@ -87,10 +93,10 @@ func writeRecording(t *testing.T, name string, opts replay.Options) string {
 
 // A snapshot recorded from the start with the default settings is
 // replayed while it is imported, and that replay is kept (confirmed):
-// the result, the profile (timeline spaced by the counted events, sites
-// named from the stack table filled in after the import), the header are
-// those of the replay after the import; with --check and under other
-// settings (--alloc-conf) too.
+// the result, the profile (timeline spaced by the number of events, known
+// only at the end of the import; sites named from the stack table filled
+// in after the import), the header are those of the replay after the
+// import; with --check and under other settings (--alloc-conf) too.
 func TestOpenReplaySpeculationConfirmed(t *testing.T) {
 	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{})
 	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
@@ -135,6 +141,32 @@ func TestOpenReplaySpeculationDiscarded(t *testing.T) {
 	ms, err := config.Parse("max_split_size_mb:64")
 	require.NoError(t, err)
 	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &ms}))
+}
+
+// A snapshot whose length is not within the bounds the import's progress
+// gave (here a long string after the entries, which the estimate takes
+// for entries still to come) has the speculative replay discarded at the
+// end, and the same result: its profiler's samples are not those of the
+// length. The same snapshot without the string keeps it.
+func TestOpenReplaySpeculationOutsideBounds(t *testing.T) {
+	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{})
+	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Equal(t, byte('.'), data[len(data)-1]) // STOP, the root dict alone on the stack
+	// root["padding"] = "xx...": BINUNICODE key, BINUNICODE value, SETITEM.
+	pad := func(s string) []byte {
+		b := []byte{'X', 0, 0, 0, 0}
+		binary.LittleEndian.PutUint32(b[1:], uint32(len(s)))
+		return append(b, s...)
+	}
+	padded := append([]byte(nil), data[:len(data)-1]...)
+	padded = append(padded, pad("padding")...)
+	padded = append(padded, pad(strings.Repeat("x", 1<<20))...)
+	padded = append(padded, 's', '.')
+	path = filepath.Join(t.TempDir(), "padded.pickle")
+	require.NoError(t, os.WriteFile(path, padded, 0o644))
+	require.Equal(t, replay.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
 }
 
 // Bad input is the import's error, as without speculation; a file that

@@ -707,6 +707,15 @@ func (os observers) Restart() {
 	}
 }
 
+// Progress tells the observers that want it (trace.ProgressObserver).
+func (os observers) Progress(events, offset int64) {
+	for _, o := range os {
+		if po, ok := o.(trace.ProgressObserver); ok {
+			po.Progress(events, offset)
+		}
+	}
+}
+
 // PrepareOpened prepares whatever trace o holds whole (nothing for a
 // streamed native trace, which records its own initial state).
 func PrepareOpened(o *trace.Opened) (*Reconstruction, error) {
