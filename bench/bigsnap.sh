@@ -7,6 +7,12 @@
 # Usage: bench/bigsnap.sh OLD [rounds]   (default 2 rounds)
 # Environment: BIGSNAP_FILE  an existing snapshot to use instead of making
 #                            one (kept; a made one is deleted at the end)
+#              BIGSNAP_OLD_BIN  an old binary already built (OLD then only
+#                            names it in the output; no worktree is made)
+#              BIGSNAP_CMDS  the commands to run (default: all four)
+#              BIGSNAP_OUTDIR  where out.pickle and big.html go (default: the
+#                            temporary directory; name a disk when $TMPDIR
+#                            is memory)
 #
 # The snapshot is made as docs/performance.md says: `memreplay synth
 # --model bert-base --batch 8 --seq-len 128 --steps 7000`, then `replay
@@ -29,8 +35,13 @@ cleanup() {
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
-git worktree add --quiet --detach "$tmp/old" "$(git rev-parse --verify "$old^{commit}")"
-(cd "$tmp/old" && go build -o "$tmp/memreplay-old" ./cmd/memreplay)
+if [ -n "${BIGSNAP_OLD_BIN:-}" ]; then
+	cp "$BIGSNAP_OLD_BIN" "$tmp/memreplay-old"
+else
+	git worktree add --quiet --detach "$tmp/old" "$(git rev-parse --verify "$old^{commit}")"
+	(cd "$tmp/old" && go build -o "$tmp/memreplay-old" ./cmd/memreplay)
+fi
+outdir=${BIGSNAP_OUTDIR:-$tmp}
 go build -o "$tmp/memreplay-new" ./cmd/memreplay
 
 snap=${BIGSNAP_FILE:-}
@@ -47,13 +58,13 @@ echo "snapshot: $snap, $(stat -c %s "$snap") bytes"
 echo "machine: $(nproc) CPUs,$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-); load average $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %-4s %9s %9s %10s %6s\n' command side wall cpu rss load
 for _ in $(seq "$rounds"); do
-	for cmd in inspect replay report record; do
+	for cmd in ${BIGSNAP_CMDS:-inspect replay report record}; do
 		for side in old new; do
 			case $cmd in
 			inspect) args=(inspect "$snap") ;;
 			replay) args=(replay --progress=false "$snap") ;;
-			report) args=(report --progress=false -o "$tmp/big.html" "$snap") ;;
-			record) args=(replay --progress=false --record "$tmp/out.pickle" "$snap") ;;
+			report) args=(report --progress=false -o "$outdir/big.html" "$snap") ;;
+			record) args=(replay --progress=false --record "$outdir/out.pickle" "$snap") ;;
 			esac
 			load=$(cut -d' ' -f1 /proc/loadavg)
 			/usr/bin/time -o "$tmp/time" -f '%e %U %S %M' "$tmp/memreplay-$side" "${args[@]}" >/dev/null 2>"$tmp/err" ||
@@ -61,7 +72,7 @@ for _ in $(seq "$rounds"); do
 			read -r wall user sys rss <"$tmp/time"
 			printf '%-8s %-4s %7.2f s %7.2f s %6d MiB %6s\n' "$cmd" "$side" "$wall" \
 				"$(awk -v u="$user" -v s="$sys" 'BEGIN {print u + s}')" $((rss / 1024)) "$load"
-			rm -f "$tmp/big.html" "$tmp/out.pickle"
+			rm -f "$outdir/big.html" "$outdir/out.pickle"
 		done
 	done
 done
