@@ -100,12 +100,6 @@ func newFreeQueue() *freeQueue {
 // publish makes q the ring memreplay_free pushes into.
 func (q *freeQueue) publish() { C.mr_fq_publish(q.c) }
 
-// push is memreplay_free's push (the same C function), for the in-process
-// tests: false if the ring is full. dev is free's device argument.
-func (q *freeQueue) push(p uintptr, dev int) bool {
-	return C.mr_fq_push(q.c, C.uint64_t(p), C.int64_t(dev)) != 0
-}
-
 // queue is memreplay_free's whole choice (mr_fq_defer), for the in-process
 // tests: false if p's free must be applied now.
 func (q *freeQueue) queue(p uintptr, dev int) bool {
@@ -121,7 +115,7 @@ func (l *library) noteStreamed(delta int64) {
 	}
 }
 
-// claim and fill are push's two steps, for the tests to stop a push
+// claim and fill are mr_fq_push's two steps, for the tests to stop a push
 // between them: claim returns the ticket (-1 if the ring is full).
 func (q *freeQueue) claim() int64 { return int64(C.mr_fq_claim(q.c)) }
 func (q *freeQueue) fill(t int64, p uintptr, dev int) {
