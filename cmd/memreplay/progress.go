@@ -8,6 +8,7 @@ import (
 
 	"github.com/mattn/go-isatty"
 
+	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/sim/replay"
 )
 
@@ -20,7 +21,7 @@ type progress struct {
 	total int64 // 0 when unknown (a streamed trace)
 	// bounds, for a snapshot replayed while it is imported, give the
 	// total once the import has counted the events (they meet).
-	bounds *replay.EventBounds
+	bounds profiler.LengthBounds
 	start  time.Time
 	last   time.Time
 	drawn  bool
@@ -46,7 +47,7 @@ func newProgress(w io.Writer, label string, total int64, enabled bool) *progress
 // (replay.OpenReplay's speculative replay: until the import is over, the
 // events are drawn without a total).
 func (p *progress) totalFrom(bounds *replay.EventBounds) {
-	if p != nil {
+	if p != nil && bounds != nil {
 		p.bounds = bounds
 	}
 }
