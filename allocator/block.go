@@ -62,11 +62,16 @@ func (b *Block) Stream() Stream { return b.stream }
 
 func (b *Block) isSplit() bool { return b.prev != nil || b.next != nil }
 
-// allocatable says whether a block may be merged into or grown through: free,
-// with no pending events and no other streams using it.
-func (b *Block) allocatable() bool {
-	return b != nil && !b.allocated && b.eventCount == 0 && b.streamUses == nil
+// active says whether a block is in use, as PyTorch's stats and snapshot
+// count it: allocated, or freed but waiting for other streams' work (its
+// events pending, or its uses not yet turned into events).
+func (b *Block) active() bool {
+	return b.allocated || b.eventCount > 0 || b.streamUses != nil
 }
+
+// allocatable says whether a block may be merged into or grown through: not
+// active.
+func (b *Block) allocatable() bool { return b != nil && !b.active() }
 
 func (b *Block) expandable() bool { return b.exp }
 

@@ -132,7 +132,7 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		if seg.stitch == nil {
 			want.ReservedBytes.increase(pi, int64(b.size))
 		}
-		active := b.allocated || b.eventCount > 0 || b.streamUses != nil
+		active := b.active()
 		if b.allocated {
 			want.Allocation.increase(pi, 1)
 			want.AllocatedBytes.increase(pi, int64(b.size))
@@ -165,7 +165,7 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 // blocks add up to it and name it.
 func checkStitched(seg *segment, want *Stats) error {
 	b := seg.head
-	if b.next != nil || !(b.allocated || b.eventCount > 0 || b.streamUses != nil) {
+	if b.next != nil || !b.active() {
 		return fmt.Errorf("stitched range %#x: not one active block", seg.base)
 	}
 	var sum uint64

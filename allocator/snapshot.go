@@ -91,7 +91,7 @@ func (a *Allocator) snapshot() Snapshot {
 			n := 0
 			for r := b; inRun(r); r = r.next {
 				bi := BlockInfo{Address: r.addr, Size: r.size, RequestedSize: r.requested, State: StateInactive}
-				active := r.allocated || r.eventCount > 0 || r.streamUses != nil
+				active := r.active()
 				si.TotalSize += r.size
 				if r.allocated {
 					bi.State = StateActiveAllocated

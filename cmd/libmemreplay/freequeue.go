@@ -193,10 +193,7 @@ func (l *library) drainTo(q *freeQueue, upto uint64, held *device) {
 		if l.applyHook != nil {
 			l.applyHook(p)
 		}
-		// The usual entry: a block of the device whose lock is held.
-		if held == nil || dev != held.ordinal || !l.releaseLocked1(held, p) {
-			l.release(p, dev, held)
-		}
+		l.release(p, dev, held)
 		q.done.Store(head + 1) // applied, and the slot is free for the next lap
 	}
 }

@@ -322,21 +322,14 @@ func (l *library) mallocLocked(d *device, size uint64, stream uintptr) (uintptr,
 
 // mallocRecording is malloc while recording (there is no queue).
 func (l *library) mallocRecording(d *device, size uint64, stream uintptr) (p uintptr, err error) {
-	d.recShared(func() { p, err = l.mallocLocked(d, size, stream) })
+	err = d.serial(func() error {
+		p, err = l.mallocLocked(d, size, stream)
+		return err
+	})
 	if d.rec.want.Load() {
 		d.rec.checkpoint()
 	}
 	return p, err
-}
-
-// recShared runs fn holding the recording's op lock shared, then d.mu (a
-// recording device's malloc and free).
-func (d *device) recShared(fn func()) {
-	d.rec.op.RLock()
-	defer d.rec.op.RUnlock()
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	fn()
 }
 
 // locked runs fn holding the device's locks for a call that must see no
@@ -353,8 +346,8 @@ func (d *device) locked(fn func() error) error {
 }
 
 // serial runs fn holding the device's locks for a call whose entries the
-// allocator writes itself, in their place (record_stream, empty_cache:
-// allocator.Requests): the recording's op lock shared, as a malloc's
+// allocator writes itself, in their place (malloc, free, and record_stream
+// and empty_cache: allocator.Requests): the recording's op lock shared
 // (when recording), then d.mu.
 func (d *device) serial(fn func() error) error {
 	if d.rec != nil {
@@ -410,7 +403,14 @@ func (l *library) release(p uintptr, dev int, held *device) error {
 	if p == 0 {
 		return nil
 	}
-	if d := l.ready(dev); d != nil {
+	// The usual free: a block of the device named, often the one whose
+	// lock the caller holds (a malloc applying its device's queued
+	// frees), which needs no lookup.
+	d := held
+	if d == nil || d.ordinal != dev {
+		d = l.ready(dev)
+	}
+	if d != nil {
 		if found, err := l.releaseOn(d, p, held); found {
 			return err
 		}
@@ -432,7 +432,10 @@ func (l *library) releaseOn(d *device, p uintptr, held *device) (found bool, err
 	case d == held:
 		return l.releaseLocked(d, p)
 	case d.rec != nil:
-		d.recShared(func() { found, err = l.releaseLocked(d, p) })
+		d.serial(func() error {
+			found, err = l.releaseLocked(d, p)
+			return err
+		})
 		if d.rec.want.Load() {
 			d.rec.checkpoint()
 		}
@@ -441,12 +444,6 @@ func (l *library) releaseOn(d *device, p uintptr, held *device) (found bool, err
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return l.releaseLocked(d, p)
-}
-
-// releaseLocked1 is releaseLocked that reports only whether p was d's.
-func (l *library) releaseLocked1(d *device, p uintptr) bool {
-	found, _ := l.releaseLocked(d, p)
-	return found
 }
 
 // releaseLocked is releaseOn under d.mu.
