@@ -132,3 +132,9 @@ func BenchmarkGlibcPair(b *testing.B)    { benchHarness(b, "benchlibc N 1000") }
 // BenchmarkExportedPairThreads is 2 C threads calling at once; ns/op is the
 // wall time per pair over both.
 func BenchmarkExportedPairThreads(b *testing.B) { benchHarness(b, "benchmt 2 N 1000") }
+
+// BenchmarkExportedCallThreads is 2 C threads making bare calls into Go at
+// once (memreplay_init, as ExportedCall): the crossing's own cost across
+// threads, apart from the device's lock (docs/performance.md, "The C ABI
+// from many threads").
+func BenchmarkExportedCallThreads(b *testing.B) { benchHarness(b, "benchmt 2 N 0") }

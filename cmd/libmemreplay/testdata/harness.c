@@ -31,6 +31,8 @@
  *   bench N SIZE               N cached malloc+free pairs       -> bench N SIZE <ns per pair> <cpu ns per pair>
  *   benchcall N                N calls of init_fn(1): a bare C->Go->C call -> benchcall N <ns per call> <cpu ns per call>
  *   benchmt T N SIZE           T threads of N pairs each        -> benchmt T N SIZE <ns per pair in a thread> <ns per pair overall> <cpu ns per pair>
+ *                              (SIZE 0: T threads of N bare calls, as benchcall, so that the
+ *                              crossing's own cost across threads shows apart from the device's lock)
  *   benchlibc N SIZE           N glibc malloc+free pairs, the baseline -> benchlibc N SIZE <ns per pair> <cpu ns per pair>
  * The benchmarks time their loop with the monotonic clock (wall time) and
  * with the calling thread's CPU clock, which does not count the time the
@@ -346,6 +348,16 @@ struct benchjob {
 static void *benchloop(void *arg) {
 	struct benchjob *j = arg;
 	cudaStream_t s = NULL;
+	if (j->size == 0) {
+		for (int i = 0; i < 1000; i++)
+			init_fn(1);
+		double t0 = now_ns(), c0 = cpu_ns();
+		for (long i = 0; i < j->n; i++)
+			init_fn(1);
+		j->cpu = cpu_ns() - c0;
+		j->ns = now_ns() - t0;
+		return NULL;
+	}
 	for (int i = 0; i < 1000; i++) /* warm: the segment exists, the thread has an M */
 		free_fn(alloc_fn(j->size, 0, s), j->size, 0, s);
 	double t0 = now_ns(), c0 = cpu_ns();
