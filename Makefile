@@ -100,11 +100,17 @@ bench:
 # "How cost grows"). GROWTH_MAX=1e6 runs in minutes and writes to
 # bench/out instead. scaling: the trial model and par at GOMAXPROCS 1 to
 # nproc, efficiency per core.
-.PHONY: growth scaling
+.PHONY: growth scaling profiles
 growth:
 	bash bench/growth.sh
 scaling:
 	bash bench/scaling.sh
+
+# profiles: CPU profiles of the replay (with and without the profiler) and
+# of the trial model behind par, on one core, into docs/profiles/ with
+# their `go tool pprof -top` readings (bench/profiles.sh).
+profiles:
+	bash bench/profiles.sh
 
 # bench-compare OLD=<commit>: the same benchmarks on OLD (a git worktree in
 # a temporary directory) and on the working tree, alternately in one run,
