@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -59,10 +60,16 @@ func drainBatch(t *testing.T, data []byte, k int) ([]Event, error) {
 // the events and the error that ends them (io.EOF or the same
 // *FormatError, at the same event) must be the same.
 func TestNextBatchMatchesNext(t *testing.T) {
+	for _, v := range nativeVersions {
+		t.Run("v"+strconv.Itoa(v), func(t *testing.T) { testNextBatchMatchesNext(t, v) })
+	}
+}
+
+func testNextBatchMatchesNext(t *testing.T, v int) {
 	tr := genTrainingTrace(20_000, 3)
 	tr.Events[100].Label = "a label on an alloc goes in an extras record"
 	tr.Events = append(tr.Events, Event{Action: ActionMarker, Label: "end"})
-	good := writeNative(t, tr)
+	good := writeNativeV(t, tr, v)
 	cases := map[string][]byte{"whole": good}
 	for _, cut := range []int{len(good) / 3, len(good) - 5} {
 		cases["truncated"+string(rune('a'+len(cases)))] = good[:cut]
@@ -98,16 +105,11 @@ func TestNextBatchMatchesNext(t *testing.T) {
 // FuzzNextBatch reads arbitrary bytes (as a body and as a file) with Next
 // and with NextBatch: the same events, then the same error.
 func FuzzNextBatch(f *testing.F) {
-	small := nativeSampleTrace()
-	small.Events[17].Label = "short"
-	file := writeNative(f, small)
-	f.Add(file)
-	f.Add(nativeBody(f, file))
-	f.Add(nativeBody(f, writeNative(f, genTrainingTrace(300, 5))))
+	nativeFuzzSeeds(f)
 	nativeDecoderConcurrency = 1 // thousands of tiny files: start fast
 	f.Cleanup(func() { nativeDecoderConcurrency = 0 })
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, in := range [][]byte{data, nativeFileOf(1, data)} {
+		for _, in := range [][]byte{data, nativeFileOf(1, data), nativeFileOf(2, data)} {
 			want, wantErr := drainNext(t, in)
 			for _, k := range []int{1, 5} {
 				got, gotErr := drainBatch(t, in, k)
@@ -187,7 +189,8 @@ func randomVarintTrace(n int, seed uint64) *Trace {
 	return tr
 }
 
-// TestPlainEventsMatchEvent reads traces whose fields take every varint
+// TestPlainEventsMatchEvent reads traces (in both format versions, two
+// seeds each) whose fields take every varint
 // length with Next (the general decoder alone) and with NextBatch (its
 // fast path, plainEvents, for most events): any field the fast path
 // decodes differently, or a state it leaves behind wrongly for the
@@ -196,7 +199,8 @@ func randomVarintTrace(n int, seed uint64) *Trace {
 func TestPlainEventsMatchEvent(t *testing.T) {
 	for seed := uint64(1); seed <= 4; seed++ {
 		tr := randomVarintTrace(30_000, seed)
-		data := writeNative(t, tr)
+		v := nativeVersions[seed%uint64(len(nativeVersions))]
+		data := writeNativeV(t, tr, v)
 		want, err := drainNext(t, data)
 		if err != io.EOF || len(want) != len(tr.Events) {
 			t.Fatalf("Next read %d events of %d, ended with %v", len(want), len(tr.Events), err)

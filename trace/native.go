@@ -7,6 +7,7 @@ package trace
 //	body    = header-record { record } end-record
 //	record  = event | control
 //	event   = tag(0x00-0x7f) fields...            (no length: the hot path)
+//	          (version 2: its time from the last times record, 0x87)
 //	control = tag(0x80-0xff) uvarint(len) payload  (skippable by length)
 //
 // Why this shape:
@@ -26,6 +27,12 @@ package trace
 //     the same device (allocations and frees cluster), the time as a
 //     zigzag delta, the stream as an index into a stream table defined on
 //     first use. A typical training-loop event is 5-8 bytes before zstd.
+//   - Version 2 keeps the time deltas out of the event records: a times
+//     record (a control record) holds those of the up to timesBlock
+//     events after it. Jittery times broke zstd's matches at every event,
+//     and zstd's decoding cost is per match; without them a training
+//     loop's records repeat as long matches (timesBlock says by how much).
+//     Version 1 files, times inline, are still read.
 //   - Frames and stacks are interned into definition records written just
 //     before their first use, so a writer can stream and a reader holds
 //     only the tables, never the event list.
@@ -57,8 +64,27 @@ import (
 )
 
 // FormatVersion is the native format version this package writes, and the
-// newest it reads.
-const FormatVersion = 1
+// newest it reads. Version 2 moved the events' time deltas out of the
+// event records into a times record before each run of events (see
+// timesBlock); version 1 files are still read.
+const FormatVersion = 2
+
+// timesBlock is how many events' time deltas a version-2 writer puts in
+// one times record (fewer when the buffer is flushed first). Why a column
+// at all: zstd's decompression costs about one "sequence" (a match and
+// the literals before it) per event when each event's record holds its
+// own jittery time delta, since that byte breaks the match; with the
+// deltas gathered apart, the rest of a training loop's records repeat
+// step after step as long matches, and the deltas are entropy-coded
+// literals. On BenchmarkReplay1M's trace that took zstd from about 9-15
+// to 2.5 ns an event and the file from 0.90 to 0.69 bytes an event
+// (docs/performance.md, "Issue 19: the native decoder's share"); 1024
+// and 4096 events a record measured alike, 256 slower.
+const timesBlock = 1024
+
+// maxTimesCount bounds a times record's count, so a corrupt count cannot
+// make a reader allocate much (the writer uses timesBlock).
+const maxTimesCount = 1 << 16
 
 // nativeDecoderConcurrency is the zstd decoder's concurrency; 0 is the
 // library default (min(4, GOMAXPROCS)), which decompresses the next blocks
@@ -91,6 +117,7 @@ const (
 	tagFinal     = 0x84 // segments: the state after the last event
 	tagExtras    = 0x85 // DeviceFree and Label for the next event, when its action has no slot for them
 	tagEnd       = 0x86 // event count; the last record
+	tagTimes     = 0x87 // version 2: the time deltas of the events that follow
 	tagAncillary = 0xc0 // 0xc0-0xff: records a reader may skip
 )
 
@@ -152,6 +179,14 @@ type Writer struct {
 	events     int64
 	initialSet bool
 	phase      int
+
+	// Version 2's time column: the zigzag time deltas of the events in
+	// buf from blockAt on (nt of them), written as a times record just
+	// before those events when buf is flushed.
+	version int
+	times   []byte
+	nt      int
+	blockAt int
 }
 
 const (
@@ -168,6 +203,12 @@ type stackMap struct{ ids []StackID }
 // a Writer for the rest. Header.Version is ignored: the file is written as
 // FormatVersion.
 func NewWriter(w io.Writer, h Header) (*Writer, error) {
+	return newWriter(w, h, FormatVersion)
+}
+
+// newWriter writes the given format version (1 or 2): the tests write
+// version 1 files with it, since the reader must keep reading them.
+func newWriter(w io.Writer, h Header, version int) (*Writer, error) {
 	hj, err := encodeHeader(h)
 	if err != nil {
 		return nil, err
@@ -175,7 +216,7 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 	if len(hj) > maxHeaderLen {
 		return nil, fmt.Errorf("trace: header is %d bytes, over the %d-byte limit", len(hj), maxHeaderLen)
 	}
-	pre := binary.AppendUvarint([]byte(nativeMagic), FormatVersion)
+	pre := binary.AppendUvarint([]byte(nativeMagic), uint64(version))
 	if _, err := w.Write(pre); err != nil {
 		return nil, err
 	}
@@ -192,6 +233,7 @@ func NewWriter(w io.Writer, h Header) (*Writer, error) {
 		maps:    map[*Stacks]*stackMap{},
 		streams: map[uint64]uint32{0: 0},
 		devAddr: map[int32]uint64{},
+		version: version,
 	}
 	nw.appendRecord(tagHeader, hj)
 	return nw, nil
@@ -284,6 +326,9 @@ func (w *Writer) WriteEvent(e *Event, st *Stacks) error {
 
 	b := w.buf
 	at := len(b)
+	if w.nt == 0 {
+		w.blockAt = at
+	}
 	tag := byte(a)
 	b = append(b, 0)
 	if e.Device != w.dev {
@@ -317,7 +362,12 @@ func (w *Writer) WriteEvent(e *Event, st *Stacks) error {
 		b = binary.AppendUvarint(b, e.Addr)
 	}
 	b = binary.AppendUvarint(b, e.Size)
-	b = appendZigzag(b, e.TimeUS-w.time)
+	if w.version == 1 {
+		b = appendZigzag(b, e.TimeUS-w.time)
+	} else {
+		w.times = appendZigzag(w.times, e.TimeUS-w.time)
+		w.nt++
+	}
 	w.time = e.TimeUS
 	if a == ActionOOM {
 		b = binary.AppendUvarint(b, e.DeviceFree)
@@ -328,7 +378,7 @@ func (w *Writer) WriteEvent(e *Event, st *Stacks) error {
 	b[at] = tag
 	w.buf = b
 	w.events++
-	if len(b) >= writeFlushLen {
+	if len(b) >= writeFlushLen || w.nt == timesBlock {
 		w.flush()
 	}
 	return w.err
@@ -355,11 +405,24 @@ func (w *Writer) Close() error {
 // Events returns the number of events written so far.
 func (w *Writer) Events() int64 { return w.events }
 
+// flush hands buf to the compressor; in version 2 with the times record
+// of its events (if any) inserted where the first of them starts.
 func (w *Writer) flush() {
-	if w.err == nil && len(w.buf) > 0 {
+	if w.err == nil && w.nt > 0 {
+		var c [binary.MaxVarintLen64]byte
+		count := binary.AppendUvarint(c[:0], uint64(w.nt))
+		var h [1 + 2*binary.MaxVarintLen64]byte
+		rec := binary.AppendUvarint(append(h[:0], tagTimes), uint64(len(count)+len(w.times)))
+		rec = append(rec, count...)
+		for _, p := range [][]byte{w.buf[:w.blockAt], rec, w.times, w.buf[w.blockAt:]} {
+			if w.err == nil {
+				_, w.err = w.zw.Write(p)
+			}
+		}
+	} else if w.err == nil && len(w.buf) > 0 {
 		_, w.err = w.zw.Write(w.buf)
 	}
-	w.buf = w.buf[:0]
+	w.buf, w.times, w.nt = w.buf[:0], w.times[:0], 0
 }
 
 func (w *Writer) appendRecord(tag byte, payload []byte) {
@@ -496,7 +559,12 @@ func (w *Writer) writeSegments(tag byte, prefix []byte, segs []Segment, src *Sta
 
 // WriteTrace writes a whole trace in the native format.
 func WriteTrace(w io.Writer, t *Trace) error {
-	nw, err := NewWriter(w, t.Header)
+	return writeTrace(w, t, FormatVersion)
+}
+
+// writeTrace is WriteTrace in the given format version (newWriter).
+func writeTrace(w io.Writer, t *Trace, version int) error {
+	nw, err := newWriter(w, t.Header, version)
 	if err != nil {
 		return err
 	}
@@ -791,6 +859,12 @@ type nativeReader struct {
 	addr    uint64
 	devAddr map[int32]uint64
 
+	// Version 2: events take their times from the last times record,
+	// held as absolute times; times[ti:] are the ones not yet taken.
+	v2    bool
+	times []int64
+	ti    int
+
 	extras    bool // an extras record is waiting for the next event
 	xDevFree  uint64
 	xLabel    string
@@ -881,6 +955,7 @@ func NewNativeReader(r io.Reader, name string) (Reader, error) {
 		stackMap: []StackID{0}, // file stack 0 is the empty stack
 		streams:  []uint64{0},
 		devAddr:  map[int32]uint64{},
+		v2:       version >= 2,
 	}
 	nr.hdr.Version = int(version)
 	if err := nr.preamble(); err != nil {
@@ -1040,6 +1115,13 @@ func (r *nativeReader) plainEvents(evs []Event) int {
 	i := r.r
 	addr, time := r.addr, r.time
 	dev, stream, stackMap := r.dev, r.stream, r.stackMap
+	// Version 2: as many events as the times record has times left.
+	v2 := r.v2
+	var times []int64
+	if v2 {
+		times = r.times[r.ti:]
+		evs = evs[:min(len(evs), len(times))]
+	}
 	n := 0
 	for ; n < len(evs) && i <= last; n++ {
 		tag := b[i]
@@ -1073,23 +1155,32 @@ func (r *nativeReader) plainEvents(evs []Event) int {
 		} else if size, j = uvar8(b, j); j < 0 {
 			break
 		}
-		dt := uint64(b[j])
-		if dt < 0x80 {
-			j++
-		} else if dt, j = uvar8(b, j); j < 0 {
-			break
+		if v2 {
+			time = times[n]
+		} else {
+			dt := uint64(b[j])
+			if dt < 0x80 {
+				j++
+			} else if dt, j = uvar8(b, j); j < 0 {
+				break
+			}
+			time += unzigzag(dt)
 		}
 		if hasAddrDelta(a) {
 			addr += uint64(unzigzag(x))
 			x = addr
 		}
-		time += unzigzag(dt)
 		e := &evs[n]
 		e.Action, e.Device, e.Addr, e.Size, e.Stream = a, dev, x, size, stream
 		e.TimeUS, e.DeviceFree, e.Stack, e.Label = time, 0, stack, ""
 		i = j
 	}
-	r.r, r.addr, r.time = i, addr, time
+	r.r, r.addr = i, addr
+	if v2 {
+		r.ti += n
+	} else {
+		r.time = time
+	}
 	r.events += int64(n)
 	r.plain += int64(n)
 	return n
@@ -1162,6 +1253,9 @@ func (r *nativeReader) event(e *Event, tag byte) error {
 	}
 	if r.hasFinal {
 		return r.errAt(start, "event after the final state", nil)
+	}
+	if r.v2 && r.ti >= len(r.times) {
+		return r.errAt(start, "event without a time (no times record left for it)", nil)
 	}
 	b := r.buf[:r.w]
 	i := start + 1
@@ -1242,7 +1336,9 @@ func (r *nativeReader) event(e *Event, tag byte) error {
 		size, i = uvar(b, i)
 	}
 	var dt uint64
-	if uint(i) < uint(len(b)) && b[i] < 0x80 {
+	if r.v2 {
+		// the time comes from the times record
+	} else if uint(i) < uint(len(b)) && b[i] < 0x80 {
 		dt = uint64(b[i])
 		i++
 	} else {
@@ -1292,12 +1388,18 @@ func (r *nativeReader) event(e *Event, tag byte) error {
 	if hasAddrDelta(a) {
 		r.addr = addr
 	}
-	r.time += unzigzag(dt)
+	time := r.time + unzigzag(dt)
+	if r.v2 {
+		time = r.times[r.ti]
+		r.ti++
+	} else {
+		r.time = time
+	}
 	// Field by field: a composite literal is built on the stack and then
 	// copied, and the copy's wide loads of narrow stores stall (this line
 	// was a tenth of a replay).
 	e.Action, e.Device, e.Addr, e.Size, e.Stream = a, r.dev, addr, size, r.stream
-	e.TimeUS, e.DeviceFree, e.Stack, e.Label = r.time, devFree, stack, label
+	e.TimeUS, e.DeviceFree, e.Stack, e.Label = time, devFree, stack, label
 	if r.extras {
 		if a != ActionOOM {
 			e.DeviceFree = r.xDevFree
@@ -1340,6 +1442,9 @@ func (r *nativeReader) control(tag byte) error {
 		return r.shortErr(start, "the body ends inside a record")
 	}
 	p := payload{b: r.buf[start+hl : start+hl+int(n)]}
+	if (tag == tagFinal || tag == tagEnd) && r.ti < len(r.times) {
+		return r.errAt(start, fmt.Sprintf("%d times of the last times record have no event", len(r.times)-r.ti), nil)
+	}
 	var err error
 	switch tag {
 	case tagHeader:
@@ -1365,6 +1470,11 @@ func (r *nativeReader) control(tag byte) error {
 		if err == nil {
 			return nil // r.err is io.EOF; r.r was left where it is
 		}
+	case tagTimes:
+		if !r.v2 {
+			return r.errAt(start, fmt.Sprintf("unknown critical record tag 0x%02x (written by a newer memreplay?)", tag), nil)
+		}
+		err = r.readTimes(start, &p)
 	default:
 		return r.errAt(start, fmt.Sprintf("unknown critical record tag 0x%02x (written by a newer memreplay?)", tag), nil)
 	}
@@ -1372,6 +1482,42 @@ func (r *nativeReader) control(tag byte) error {
 		return err
 	}
 	r.r = start + hl + int(n)
+	return nil
+}
+
+// readTimes reads a times record (version 2): a count, then that many
+// zigzag time deltas, each from the time before (the last one of the
+// previous record, for the first), kept as absolute times for the events
+// that follow. Every time of the previous record must have had its event.
+func (r *nativeReader) readTimes(start int, p *payload) error {
+	if r.ti < len(r.times) {
+		return r.errAt(start, fmt.Sprintf("a times record while %d times of the one before have no event", len(r.times)-r.ti), nil)
+	}
+	n := p.uvarint()
+	if n > maxTimesCount || n > uint64(len(p.b)-p.i) { // a time takes a byte at least
+		return r.errAt(start, fmt.Sprintf("times record of %d times in %d bytes (at most %d)", n, len(p.b), maxTimesCount), nil)
+	}
+	if cap(r.times) < int(n) {
+		r.times = make([]int64, n, max(int(n), timesBlock))
+	}
+	ts := r.times[:n]
+	t := r.time
+	// The one-byte test inline, as in the event decoder: nearly every
+	// delta is one byte, and payload.uvarint's calls were most of this
+	// record's cost.
+	b, i := p.b, p.i
+	for k := range ts {
+		var d uint64
+		if uint(i) < uint(len(b)) && b[i] < 0x80 {
+			d = uint64(b[i])
+			i++
+		} else if d, i = uvar(b, i); i < 0 {
+			return r.errAt(start, "malformed times record", nil)
+		}
+		t += unzigzag(d)
+		ts[k] = t
+	}
+	r.times, r.ti, r.time = ts, 0, t
 	return nil
 }
 

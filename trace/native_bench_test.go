@@ -117,12 +117,21 @@ func genTrainingTrace(n int, seed uint64) *Trace {
 
 func writeNative(tb testing.TB, t *Trace) []byte {
 	tb.Helper()
+	return writeNativeV(tb, t, FormatVersion)
+}
+
+// writeNativeV writes t in the given format version.
+func writeNativeV(tb testing.TB, t *Trace, version int) []byte {
+	tb.Helper()
 	var buf bytes.Buffer
-	if err := WriteTrace(&buf, t); err != nil {
+	if err := writeTrace(&buf, t, version); err != nil {
 		tb.Fatal(err)
 	}
 	return buf.Bytes()
 }
+
+// nativeVersions are the format versions the reader reads, each tested.
+var nativeVersions = []int{1, 2}
 
 func BenchmarkNativeWrite(b *testing.B) {
 	const n = 1_000_000

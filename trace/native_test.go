@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-var updateNative = flag.Bool("update-native", false, "rewrite testdata/native_v1_sample.mrt")
+var updateNative = flag.Bool("update-native", false, "rewrite testdata/native_v1_sample.mrt and native_v2_sample.mrt")
 
 // nativeSampleTrace exercises every field the format stores: all actions,
 // several devices (one negative), addresses near 2^64, streams above 2^63,
@@ -159,39 +159,47 @@ func readNative(tb testing.TB, data []byte) (*Trace, error) {
 }
 
 func TestNativeRoundTrip(t *testing.T) {
-	want := nativeSampleTrace()
-	data := writeNative(t, want)
-	got, err := readNative(t, data)
-	require.NoError(t, err)
-	assert.Equal(t, nativeResolve(want), nativeResolve(got))
-	assert.Equal(t, want.Header, got.Header) // settings keep their types
-	assert.IsType(t, int64(0), got.Header.AllocatorSettings["max_split_size"])
-	// Writing what was read gives the same bytes: nothing was lost or
-	// renumbered.
-	assert.Equal(t, data, writeNative(t, got))
+	for _, v := range nativeVersions {
+		want := nativeSampleTrace()
+		want.Header.Version = v
+		data := writeNativeV(t, want, v)
+		got, err := readNative(t, data)
+		require.NoError(t, err)
+		assert.Equal(t, nativeResolve(want), nativeResolve(got), "version %d", v)
+		assert.Equal(t, want.Header, got.Header) // settings keep their types
+		assert.IsType(t, int64(0), got.Header.AllocatorSettings["max_split_size"])
+		// Writing what was read gives the same bytes: nothing was lost or
+		// renumbered.
+		assert.Equal(t, data, writeNativeV(t, got, v))
+	}
 }
 
 func TestNativeRoundTripEmpty(t *testing.T) {
-	for _, tr := range []*Trace{
-		{Stacks: NewStacks()},
-		{Stacks: NewStacks(), InitialReconstructed: true, HasFinal: true},
-		{Header: Header{AllocatorSettings: map[string]any{}, Devices: []Device{}, Notes: []string{}}, Stacks: NewStacks()},
-	} {
-		got, err := readNative(t, writeNative(t, tr))
-		require.NoError(t, err)
-		tr.Header.Version = FormatVersion
-		assert.Equal(t, nativeResolve(tr), nativeResolve(got))
+	for _, v := range nativeVersions {
+		for _, tr := range []*Trace{
+			{Stacks: NewStacks()},
+			{Stacks: NewStacks(), InitialReconstructed: true, HasFinal: true},
+			{Header: Header{AllocatorSettings: map[string]any{}, Devices: []Device{}, Notes: []string{}}, Stacks: NewStacks()},
+		} {
+			got, err := readNative(t, writeNativeV(t, tr, v))
+			require.NoError(t, err)
+			tr.Header.Version = v
+			assert.Equal(t, nativeResolve(tr), nativeResolve(got))
+		}
 	}
 }
 
 func TestNativeGenerated(t *testing.T) {
-	want := genTrainingTrace(200_000, 7)
-	data := writeNative(t, want)
-	got, err := readNative(t, data)
-	require.NoError(t, err)
-	require.Equal(t, len(want.Events), len(got.Events))
-	assert.Equal(t, nativeResolve(want), nativeResolve(got))
-	t.Logf("%d events, %d bytes, %.2f bytes/event", len(want.Events), len(data), float64(len(data))/float64(len(want.Events)))
+	for _, v := range nativeVersions {
+		want := genTrainingTrace(200_000, 7)
+		want.Header.Version = v
+		data := writeNativeV(t, want, v)
+		got, err := readNative(t, data)
+		require.NoError(t, err)
+		require.Equal(t, len(want.Events), len(got.Events))
+		assert.Equal(t, nativeResolve(want), nativeResolve(got))
+		t.Logf("version %d: %d events, %d bytes, %.2f bytes/event", v, len(want.Events), len(data), float64(len(data))/float64(len(want.Events)))
+	}
 }
 
 // Events from different stack tables land in one file table.
@@ -331,42 +339,47 @@ func mustFormatError(t *testing.T, err error) *FormatError {
 // Cutting the file anywhere gives a "truncated" error: never a panic, never
 // a silently shorter trace.
 func TestNativeTruncated(t *testing.T) {
-	tr := nativeSampleTrace()
-	tr.Events[17].Label = "short" // keep the file small
-	data := writeNative(t, tr)
-	t.Logf("%d bytes", len(data))
-	for n := 0; n < len(data); n++ {
-		_, err := readNative(t, data[:n])
-		fe := mustFormatError(t, err)
-		if !assert.Contains(t, fe.Msg, "truncated", "cut at %d of %d: %v", n, len(data), err) {
-			break
+	for _, v := range nativeVersions {
+		tr := nativeSampleTrace()
+		tr.Events[17].Label = "short" // keep the file small
+		data := writeNativeV(t, tr, v)
+		t.Logf("version %d: %d bytes", v, len(data))
+		for n := 0; n < len(data); n++ {
+			_, err := readNative(t, data[:n])
+			fe := mustFormatError(t, err)
+			if !assert.Contains(t, fe.Msg, "truncated", "version %d cut at %d of %d: %v", v, n, len(data), err) {
+				break
+			}
+			assert.Equal(t, "test.mrt", fe.File)
 		}
-		assert.Equal(t, "test.mrt", fe.File)
 	}
 }
 
 // Flipping any single bit is either caught or harmless (never a panic, never
 // a different trace).
 func TestNativeCorrupt(t *testing.T) {
-	tr := nativeSampleTrace()
-	tr.Events[17].Label = "short"
-	data := writeNative(t, tr)
-	want := nativeResolve(tr)
-	undetected := 0
-	for i := 0; i < len(data); i++ {
-		for _, bit := range []byte{0x01, 0x10, 0x80} {
-			c := bytes.Clone(data)
-			c[i] ^= bit
-			got, err := readNative(t, c)
-			if err != nil {
-				mustFormatError(t, err)
-				continue
+	for _, v := range nativeVersions {
+		tr := nativeSampleTrace()
+		tr.Events[17].Label = "short"
+		tr.Header.Version = v
+		data := writeNativeV(t, tr, v)
+		want := nativeResolve(tr)
+		undetected := 0
+		for i := 0; i < len(data); i++ {
+			for _, bit := range []byte{0x01, 0x10, 0x80} {
+				c := bytes.Clone(data)
+				c[i] ^= bit
+				got, err := readNative(t, c)
+				if err != nil {
+					mustFormatError(t, err)
+					continue
+				}
+				undetected++
+				assert.Equal(t, want, nativeResolve(got), "version %d: byte %d bit %#x changed the trace without an error", v, i, bit)
 			}
-			undetected++
-			assert.Equal(t, want, nativeResolve(got), "byte %d bit %#x changed the trace without an error", i, bit)
 		}
+		t.Logf("version %d: %d of %d flips did not change the decoded trace", v, undetected, 3*len(data))
 	}
-	t.Logf("%d of %d flips did not change the decoded trace", undetected, 3*len(data))
 }
 
 func TestNativeBadPrefix(t *testing.T) {
@@ -380,7 +393,7 @@ func TestNativeBadPrefix(t *testing.T) {
 	_, err = readNative(t, []byte("PK\x03\x04 this is a zip"))
 	assert.Contains(t, mustFormatError(t, err).Msg, "bad magic")
 
-	for _, v := range []uint64{0, 2, 1 << 40} {
+	for _, v := range []uint64{0, FormatVersion + 1, 1 << 40} {
 		b := binary.AppendUvarint([]byte(nativeMagic), v)
 		b = append(b, data[9:]...)
 		_, err = readNative(t, b)
@@ -432,9 +445,12 @@ func nativeSplitEnd(tb testing.TB, body []byte) ([]byte, []byte) {
 	return nil, nil
 }
 
+// TestNativeRecordRules: the record layer's rules, on version 1 bodies
+// (whose events carry their own times; TestNativeTimesRecordRules has
+// version 2's).
 func TestNativeRecordRules(t *testing.T) {
 	tr := &Trace{Stacks: NewStacks(), Events: []Event{{Action: ActionAlloc, Addr: 256, Size: 8}}}
-	body := nativeBody(t, writeNative(t, tr))
+	body := nativeBody(t, writeNativeV(t, tr, 1))
 	head, end := nativeSplitEnd(t, body)
 	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 
@@ -506,6 +522,7 @@ func TestNativeRecordRules(t *testing.T) {
 		{"two extras", cat(head, nativeRecord(tagExtras, 1, 0), nativeRecord(tagExtras, 1, 0), end), "two extras"},
 		{"long label", cat(head, []byte{byte(ActionMarker), 0, 0, 0, 0x80, 0x80, 0x80, 0x01}, end), "label of"},
 		{"bad string", cat(head, nativeRecord(tagFrame, 5, 'a'), end), "malformed frame"},
+		{"times record in version 1", cat(head, nativeRecord(tagTimes, 1, 2), end), "unknown critical record tag 0x87"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -527,18 +544,21 @@ func TestNativeChecksum(t *testing.T) {
 	assert.ErrorIs(t, err, zstd.ErrCRCMismatch)
 }
 
-// A file written by this version must stay readable by every later one.
-func TestNativeGoldenV1(t *testing.T) {
-	path := filepath.Join("testdata", "native_v1_sample.mrt")
-	want := nativeSampleTrace()
-	if *updateNative {
-		require.NoError(t, WriteFile(path, want))
+// A file written by each version must stay readable by every later one.
+func TestNativeGolden(t *testing.T) {
+	for _, v := range nativeVersions {
+		path := filepath.Join("testdata", "native_v"+strconv.Itoa(v)+"_sample.mrt")
+		want := nativeSampleTrace()
+		want.Header.Version = v
+		if *updateNative {
+			require.NoError(t, writeFileAtomic(path, func(w io.Writer) error { return writeTrace(w, want, v) }))
+		}
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		got, err := readNative(t, data)
+		require.NoError(t, err)
+		assert.Equal(t, nativeResolve(want), nativeResolve(got), path)
 	}
-	data, err := os.ReadFile(path)
-	require.NoError(t, err)
-	got, err := readNative(t, data)
-	require.NoError(t, err)
-	assert.Equal(t, nativeResolve(want), nativeResolve(got))
 }
 
 // FuzzNative feeds the input both as a whole file and as the decompressed
@@ -546,18 +566,11 @@ func TestNativeGoldenV1(t *testing.T) {
 // checksum, so the body is where the record parser gets exercised). Any
 // trace that reads back must write and read again unchanged.
 func FuzzNative(f *testing.F) {
-	small := nativeSampleTrace()
-	small.Events[17].Label = "short"
-	file := writeNative(f, small)
-	f.Add(file)
-	f.Add(nativeBody(f, file))
-	gen := writeNative(f, genTrainingTrace(300, 5))
-	f.Add(nativeBody(f, gen))
-	f.Add(nativeBody(f, writeNative(f, &Trace{Stacks: NewStacks()})))
+	nativeFuzzSeeds(f)
 	nativeDecoderConcurrency = 1 // thousands of tiny files: start fast
 	f.Cleanup(func() { nativeDecoderConcurrency = 0 })
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, in := range [][]byte{data, nativeFileOf(1, data)} {
+		for _, in := range [][]byte{data, nativeFileOf(1, data), nativeFileOf(2, data)} {
 			tr, err := readNative(t, in)
 			if err != nil {
 				var fe *FormatError
@@ -566,7 +579,9 @@ func FuzzNative(f *testing.F) {
 				}
 				continue
 			}
-			again, err := readNative(t, writeNative(t, tr))
+			// In the version it was read from: each writer's output must
+			// read back.
+			again, err := readNative(t, writeNativeV(t, tr, tr.Header.Version))
 			if err != nil {
 				t.Fatalf("rewritten trace does not read: %v", err)
 			}
@@ -575,6 +590,20 @@ func FuzzNative(f *testing.F) {
 			}
 		}
 	})
+}
+
+// nativeFuzzSeeds adds FuzzNative's and FuzzNextBatch's seeds: files and
+// bodies of every version.
+func nativeFuzzSeeds(f *testing.F) {
+	for _, v := range nativeVersions {
+		small := nativeSampleTrace()
+		small.Events[17].Label = "short"
+		file := writeNativeV(f, small, v)
+		f.Add(file)
+		f.Add(nativeBody(f, file))
+		f.Add(nativeBody(f, writeNativeV(f, genTrainingTrace(300, 5), v)))
+		f.Add(nativeBody(f, writeNativeV(f, &Trace{Stacks: NewStacks()}, v)))
+	}
 }
 
 // Past maxStreamRefs distinct streams the table stops growing and streams
@@ -586,9 +615,121 @@ func TestNativeManyStreamsAndDevices(t *testing.T) {
 		s := uint64(i%(maxStreamRefs+500)) * 0x1000_0000_0001
 		tr.Events = append(tr.Events, Event{Action: ActionAlloc, Device: int32(i % 5), Addr: uint64(i) << 20, Size: uint64(i), Stream: s, TimeUS: int64(i * 3)})
 	}
-	data := writeNative(t, tr)
+	for _, v := range nativeVersions {
+		data := writeNativeV(t, tr, v)
+		got, err := readNative(t, data)
+		require.NoError(t, err)
+		tr.Header.Version = v
+		assert.Equal(t, nativeResolve(tr), nativeResolve(got))
+	}
+}
+
+// TestNativeTimesRecordRules: version 2's times records. Events take their
+// times from the last times record, in order, each delta from the time
+// before (across records too); an event with no time left for it, a times
+// record or the end while times are left over, and a malformed or huge
+// record are errors.
+func TestNativeTimesRecordRules(t *testing.T) {
+	head, end0 := nativeSplitEnd(t, nativeBody(t, writeNativeV(t, &Trace{Stacks: NewStacks()}, 2)))
+	require.Equal(t, []byte{tagEnd, 1, 0}, end0)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	ev := func(addrDelta byte) []byte { return []byte{byte(ActionAlloc), addrDelta, 8} } // no time field
+	times := func(deltas ...int64) []byte {
+		p := binary.AppendUvarint(nil, uint64(len(deltas)))
+		for _, d := range deltas {
+			p = appendZigzag(p, d)
+		}
+		return nativeRecord(tagTimes, p...)
+	}
+	end := func(n byte) []byte { return nativeRecord(tagEnd, n) }
+
+	// Times chain across records; the control records between events
+	// (here an ancillary one) do not take a time.
+	body := cat(head, times(5, -2), ev(0), nativeRecord(0xc1, 1), ev(2), times(10), ev(2), end(3))
+	for _, k := range []int{1, 2, 128} {
+		got, err := drainBatch(t, nativeFileOf(2, body), k)
+		require.Equal(t, io.EOF, err)
+		require.Len(t, got, 3)
+		assert.Equal(t, []int64{5, 3, 13}, []int64{got[0].TimeUS, got[1].TimeUS, got[2].TimeUS})
+		assert.Equal(t, []uint64{0, 1, 2}, []uint64{got[0].Addr, got[1].Addr, got[2].Addr})
+	}
+	got, err := drainNext(t, nativeFileOf(2, body))
+	require.Equal(t, io.EOF, err)
+	assert.Equal(t, []int64{5, 3, 13}, []int64{got[0].TimeUS, got[1].TimeUS, got[2].TimeUS})
+
+	cases := []struct {
+		name string
+		body []byte
+		msg  string
+	}{
+		{"no times record", cat(head, ev(0), end(1)), "event without a time"},
+		{"times run out", cat(head, times(1), ev(0), ev(0), end(2)), "event without a time"},
+		{"times left at the end", cat(head, times(1, 1), ev(0), end(1)), "1 times of the last times record have no event"},
+		{"times left at the final", cat(head, times(1, 1), ev(0), nativeRecord(tagFinal, 0), end(1)), "have no event"},
+		{"times left at the next record", cat(head, times(1, 1), ev(0), times(1), ev(0), end(2)), "while 1 times of the one before"},
+		{"count over the bytes", cat(head, nativeRecord(tagTimes, 3, 0, 0), ev(0), end(1)), "times record of 3 times in 3 bytes"},
+		{"count over the limit", cat(head, nativeRecord(tagTimes, append(binary.AppendUvarint(nil, maxTimesCount+1), make([]byte, maxTimesCount+1)...)...), end(0)), "at most 65536"},
+		{"bad delta varint", cat(head, nativeRecord(tagTimes, 2, 0x80, 0x80), ev(0), end(1)), "malformed times record"},
+		{"v1 event layout", cat(head, times(1), []byte{byte(ActionAlloc), 0, 8, 0}, end(1)), "unknown action 0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := drainNext(t, nativeFileOf(2, c.body))
+			assert.Contains(t, mustFormatError(t, err).Error(), c.msg)
+			_, berr := drainBatch(t, nativeFileOf(2, c.body), 64)
+			assert.Equal(t, err.Error(), berr.Error(), "NextBatch reports what Next does")
+		})
+	}
+}
+
+// TestNativeTimesBlocks: the version 2 writer puts the times record just
+// before the first event it times, never more than timesBlock to a
+// record, also where the buffer is flushed in the middle of a run (by a
+// long label inline or in an extras record), and every event's time in
+// one. Decoding the body's records by hand checks the layout itself, not
+// only that the reader agrees with the writer.
+func TestNativeTimesBlocks(t *testing.T) {
+	tr := genTrainingTrace(5000, 9)
+	tr.Events[1500].Label = strings.Repeat("x", writeFlushLen) // extras record: a flush inside a run
+	tr.Events[3000] = Event{Action: ActionMarker, Label: strings.Repeat("y", writeFlushLen), TimeUS: tr.Events[3000].TimeUS}
+	tr.HasFinal = true
+	tr.Header.Version = 2
+	data := writeNativeV(t, tr, 2)
 	got, err := readNative(t, data)
 	require.NoError(t, err)
-	tr.Header.Version = FormatVersion
 	assert.Equal(t, nativeResolve(tr), nativeResolve(got))
+
+	body := nativeBody(t, data)
+	r := &nativeReader{buf: body, w: len(body), v2: true, stackMap: make([]StackID, 1<<20), devAddr: map[int32]uint64{}, streams: []uint64{0}}
+	var counts []int
+	var timed, events int
+	for r.r < r.w {
+		tag := body[r.r]
+		if tag < tagControl {
+			require.Greater(t, timed, events, "event %d at %d has no time", events, r.r)
+			var e Event
+			require.NoError(t, r.event(&e, tag))
+			events++
+			continue
+		}
+		n, i := uvar(body, r.r+1)
+		require.Greater(t, i, 0)
+		if tag == tagTimes {
+			require.Equal(t, timed, events, "a times record at %d with times left", r.r)
+			c, _ := uvar(body, i)
+			counts = append(counts, int(c))
+			timed += int(c)
+			require.NoError(t, r.control(tag))
+			continue
+		}
+		r.r = i + int(n)
+	}
+	assert.Equal(t, len(tr.Events), events)
+	assert.Equal(t, events, timed)
+	for _, c := range counts {
+		assert.LessOrEqual(t, c, timesBlock)
+		assert.Greater(t, c, 0)
+	}
+	assert.Less(t, len(counts), len(tr.Events)/100, "runs of many events: %v", counts)
+	assert.Greater(t, len(counts), len(tr.Events)/timesBlock+1, "the flushes cut runs: %v", counts)
 }

@@ -14,8 +14,12 @@ import (
 // trace, recompressed at each zstd level the library offers, on the
 // calling goroutine as the replay's reader does at -cpu 1: what zstd's
 // share of a replayed event is, and whether another encoder level would
-// shrink it (it does not: the time follows the uncompressed bytes, 8.8
-// an event; docs/performance.md).
+// shrink it (it does not). zstd's time follows its sequences (a match and
+// the literals before it), not the uncompressed bytes: version 1's
+// records, each with its own jittery time delta, cost about one sequence
+// an event (9-10 ns); version 2's times records leave long matches (about
+// 2.5 ns an event, at the same 8.8 bytes an event; docs/performance.md,
+// "Issue 19: the native decoder's share of a replayed event").
 func BenchmarkZstdOfReplay1M(b *testing.B) {
 	const n = 1_000_000
 	path := filepath.Join(b.TempDir(), "train.mrt")
