@@ -50,6 +50,9 @@ type Profiler struct {
 	events int64
 
 	anySync bool // some device's reserved bytes must be read from its Stats
+	// stepWork: Step has more to do than keep the index and time and
+	// sample (anySync, retryCheck or detail), tested once per event.
+	stepWork bool
 	// open is the device whose last Free has not been seen to complete
 	// yet (see devState.lastFree).
 	open *devState
@@ -263,6 +266,7 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
 	if opts.DetailEvents > 0 {
 		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
+		p.stepWork = true
 	}
 	if n := opts.ExpectedEvents; n > 0 {
 		p.spaceFor(n)
@@ -325,11 +329,23 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Proc
 	// Alloc and free_requested are reported by Alloc and Free, and an
 	// oom changes nothing the profiler keeps: observing only the rest
 	// spares the replay two calls per alloc and free (issue 19).
-	a.AddObserverFor(observed, d.observe)
+	a.AddObserverFor(observed, func(e allocator.TraceEntry) {
+		// The usual entry, the last Free's block returned to its pool
+		// at once, is settled here: a method value would add a call
+		// that copies the entry again (issue 19).
+		if e.Action == allocator.ActionFreeCompleted && d.lastFreeOpen && e.Addr == d.lastFree.addr {
+			d.lastFreeOpen = false
+			if p.open == d {
+				p.open = nil
+			}
+			return
+		}
+		d.observe(e)
+	})
 	// Segments restored before the first event, or any that exist
 	// already, emit no observer entries.
 	d.syncPending = true
-	p.anySync = true
+	p.anySync, p.stepWork = true, true
 }
 
 // observed are the actions observe acts on. An alloc is reported by
@@ -371,7 +387,7 @@ func (d *devState) observe(e allocator.TraceEntry) {
 	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
 		// A retry follows the release of the whole cache; the count is
 		// read after the event (the observer may not call the allocator).
-		d.retryCheck, p.retryCheck = true, true
+		d.retryCheck, p.retryCheck, p.stepWork = true, true, true
 		d.closeFree()
 		d.reserved = sub(d.reserved, e.Size)
 		p.total.reserved = sub(p.total.reserved, e.Size)
@@ -424,8 +440,18 @@ func (d *devState) setReserved(r uint64) {
 	d.reserved = r
 }
 
-// settle is the work every hook does first.
+// settle is the work every hook does first. Small enough to inline: in
+// the usual hook no free is open, the device is in sync and the event is
+// the trace's, and only the event's index is kept.
 func (p *Profiler) settle(d *devState, index int64) {
+	if p.open == nil && index >= 0 && !d.syncPending {
+		p.cur = index
+		return
+	}
+	p.settleSlow(d, index)
+}
+
+func (p *Profiler) settleSlow(d *devState, index int64) {
 	if p.open != nil {
 		p.open.closeFree()
 	}
@@ -470,7 +496,9 @@ func (p *Profiler) Alloc(device int32, index int64, b *allocator.Block, stack tr
 	}
 	// A pending peak that this allocation does not replace came before
 	// it: the reconstruction undoes it. (Marks set below start after it.)
-	d.append(logEntry{kind: logAlloc, addr: addr})
+	if d.logging() {
+		d.log = append(d.log, logEntry{kind: logAlloc, addr: addr})
+	}
 	newOwn := d.addLive(size, req, index)
 	newTotal := p.total.addLive(size, req, index)
 	if newOwn {
@@ -503,10 +531,12 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 		return
 	}
 	p.settle(d, index)
-	size, addr := b.Size(), b.Addr()
-	d.append(logEntry{kind: logFree, addr: addr, size: size, stack: stack})
-	d.subLive(size, b.RequestedSize())
-	p.total.subLive(size, b.RequestedSize())
+	size, req, addr := b.Size(), b.RequestedSize(), b.Addr()
+	if d.logging() {
+		d.log = append(d.log, logEntry{kind: logFree, addr: addr, size: size, stack: stack})
+	}
+	d.subLive(size, req)
+	p.total.subLive(size, req)
 	d.addrs.del(addr)
 	if int(stack) < len(d.sites) {
 		s := &d.sites[stack]
@@ -520,8 +550,15 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 
 // checkLog bounds a log: once it is longer than the state it would be
 // undone from, reconstructing now costs no more than undoing later, and
-// logging stops.
+// logging stops. It inlines to one test where no peak is pending, the
+// usual hook once the peak is behind.
 func (p *Profiler) checkLog(d *devState) {
+	if d.logging() {
+		p.checkLogSlow(d)
+	}
+}
+
+func (p *Profiler) checkLogSlow(d *devState) {
 	limit := 4096 + 2*d.addrs.len()
 	if d.ownMark >= 0 && len(d.log)-d.ownMark > limit {
 		p.takeOwn(d)
@@ -592,7 +629,7 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 	}
 	p.settle(d, index)
 	// A failed retry releases nothing when nothing was cached.
-	d.retryCheck, p.retryCheck = true, true
+	d.retryCheck, p.retryCheck, p.stepWork = true, true, true
 	if len(p.ooms) >= p.opts.MaxOOMs {
 		p.oomsDropped++
 		return
@@ -617,12 +654,27 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 	p.ooms = append(p.ooms, o)
 }
 
-// Step implements replay.Recorder.
+// Step implements replay.Recorder. It runs after every event: the usual
+// one leaves no free open, no device to sync, no retry to read, keeps no
+// detail and takes no sample, and costs three tests after the event's
+// index and time are kept.
 func (p *Profiler) Step(index int64, e *trace.Event) {
 	if index >= p.events {
 		p.events = index + 1
 	}
 	p.cur = index + 1
+	if e != nil && e.TimeUS != 0 {
+		p.lastTime = e.TimeUS
+	}
+	if p.open == nil && !p.stepWork && index < p.nextSample {
+		return
+	}
+	p.stepSlow(index)
+}
+
+// stepSlow is the rest of Step, in its order (the time is kept first: none
+// of closeFree and syncReserved reads it).
+func (p *Profiler) stepSlow(index int64) {
 	if p.open != nil {
 		p.open.closeFree()
 	}
@@ -635,15 +687,13 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		}
 		p.anySync = false
 	}
-	if e != nil && e.TimeUS != 0 {
-		p.lastTime = e.TimeUS
-	}
 	if p.retryCheck {
 		p.readRetries(index)
 	}
 	if p.detail != nil {
 		p.detail.step(index, p.lastTime, &p.total)
 	}
+	p.stepWork = p.detail != nil
 	if index >= p.nextSample {
 		p.sample(index)
 	}
