@@ -27,8 +27,8 @@ import (
 type addrTable struct {
 	keys  []uint64
 	vals  []uint64
-	n     int // live keys
-	used  int // keys, live and dead
+	n     int   // live keys
+	used  int   // keys, live and dead
 	shift uint8 // 64 - log2(len(keys))
 
 	zero    bool
