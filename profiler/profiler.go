@@ -56,6 +56,10 @@ type Profiler struct {
 	// open is the device whose last Free has not been seen to complete
 	// yet (see devState.lastFree).
 	open *devState
+	// held is the device of the Free just reported while it did not watch
+	// free_completed, until the next hook: a record_stream on that block
+	// in between defers its free (see observed).
+	held *devState
 
 	// totalPending: the state at the total peak is still to be
 	// reconstructed, from every device's log since its totalMark.
@@ -219,9 +223,16 @@ type devState struct {
 	// report its return to the pool (free_completed) before anything else
 	// happens, it waits for record-stream events, and pendingFree keeps
 	// its size until it returns.
-	lastFree     struct{ addr, size uint64 }
+	lastFree struct {
+		addr, size uint64
+		stream     allocator.Stream
+	}
 	lastFreeOpen bool
 	pendingFree  map[uint64]uint64
+	// watch: free_completed is observed (after a record_stream; see
+	// observed); wantWatch: a record_stream was seen, watch from the
+	// next hook.
+	watch, wantWatch bool
 
 	// retries is the allocator's num_alloc_retries when last read;
 	// retryCheck asks Step to read it again.
@@ -305,6 +316,12 @@ func (p *Profiler) Restored(device int32) {
 		d := p.devs[device]
 		d.baseline = d.proc.Counters()
 	}
+	if d := p.dev(device); d != nil {
+		p.held = nil
+		if d.wantWatch {
+			p.watchCompletions(d)
+		}
+	}
 }
 
 // Attach implements replay.Recorder: it registers the observer that keeps
@@ -329,19 +346,7 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Proc
 	// Alloc and free_requested are reported by Alloc and Free, and an
 	// oom changes nothing the profiler keeps: observing only the rest
 	// spares the replay two calls per alloc and free (issue 19).
-	a.AddObserverFor(observed, func(e allocator.TraceEntry) {
-		// The usual entry, the last Free's block returned to its pool
-		// at once, is settled here: a method value would add a call
-		// that copies the entry again (issue 19).
-		if e.Action == allocator.ActionFreeCompleted && d.lastFreeOpen && e.Addr == d.lastFree.addr {
-			d.lastFreeOpen = false
-			if p.open == d {
-				p.open = nil
-			}
-			return
-		}
-		d.observe(e)
-	})
+	a.AddObserverFor(observed, d.observe)
 	// Segments restored before the first event, or any that exist
 	// already, emit no observer entries.
 	d.syncPending = true
@@ -351,15 +356,63 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Proc
 // observed are the actions observe acts on. An alloc is reported by
 // Alloc (one the replay does not report, a recorded OOM's request that
 // succeeded here, is freed within the event), a free request by Free.
-var observed = allocator.Actions(allocator.ActionFreeCompleted,
-	allocator.ActionSegmentAlloc, allocator.ActionSegmentMap,
-	allocator.ActionSegmentFree, allocator.ActionSegmentUnmap)
+//
+// free_completed is observed only once a device has seen a record_stream
+// (watchCompletions). The allocator defers a free only for a block used on
+// another stream (RecordStream), so until then every Free's block returns
+// to its pool within the free, and there is nothing to watch: observing it
+// cost an observer call per freed block, about a sixth of the profiler's
+// work per replayed event (issue 19). The record_stream entry says when to
+// start: the replay records a stream use either as an event of its own,
+// with a Step after it, or on a block whose Free the profiler has just
+// been told of (a free the trace completes later: RecordStream then the
+// allocator's Free, within the hook's event); that block is then taken
+// as open (see lastFree), and the next hook starts watching. In both
+// cases the deferred free cannot complete before that hook: its event
+// completes only at a later trace event (Process.CompleteEvents) or a
+// synchronising call, and the replay makes none in between.
+var observed = allocator.Actions(allocator.ActionSegmentAlloc, allocator.ActionSegmentMap,
+	allocator.ActionSegmentFree, allocator.ActionSegmentUnmap, allocator.ActionRecordStream)
+
+// watchCompletions starts observing the device's free_completed entries.
+// It runs in a hook, outside the allocator's lock.
+func (p *Profiler) watchCompletions(d *devState) {
+	d.wantWatch = false
+	if d.watch {
+		return
+	}
+	d.watch = true
+	d.a.AddObserverFor(allocator.Actions(allocator.ActionFreeCompleted), func(e allocator.TraceEntry) {
+		// The usual entry, the last Free's block returned to its pool
+		// at once, is settled here: a method value would add a call
+		// that copies the entry again.
+		if d.lastFreeOpen && e.Addr == d.lastFree.addr {
+			d.lastFreeOpen = false
+			if p.open == d {
+				p.open = nil
+			}
+			return
+		}
+		d.observe(e)
+	})
+}
 
 // observe runs under the allocator's lock: it must not call back into the
 // allocator.
 func (d *devState) observe(e allocator.TraceEntry) {
 	p := d.p
 	switch e.Action {
+	case allocator.ActionRecordStream:
+		if d.watch {
+			return
+		}
+		d.wantWatch, p.stepWork = true, true
+		if p.held == d && e.Addr == d.lastFree.addr && e.Stream != d.lastFree.stream {
+			// The block of the Free just reported is now used on
+			// another stream: its free waits (see observed).
+			d.lastFreeOpen = true
+			p.open = d
+		}
 	case allocator.ActionFreeCompleted:
 		if d.lastFreeOpen && e.Addr == d.lastFree.addr {
 			d.lastFreeOpen = false // returned at once: the usual case
@@ -444,7 +497,8 @@ func (d *devState) setReserved(r uint64) {
 // the usual hook no free is open, the device is in sync and the event is
 // the trace's, and only the event's index is kept.
 func (p *Profiler) settle(d *devState, index int64) {
-	if p.open == nil && index >= 0 && !d.syncPending {
+	p.held = nil
+	if p.open == nil && index >= 0 && !d.syncPending && !d.wantWatch {
 		p.cur = index
 		return
 	}
@@ -454,6 +508,9 @@ func (p *Profiler) settle(d *devState, index int64) {
 func (p *Profiler) settleSlow(d *devState, index int64) {
 	if p.open != nil {
 		p.open.closeFree()
+	}
+	if d.wantWatch {
+		p.watchCompletions(d)
 	}
 	if index >= 0 {
 		p.cur = index
@@ -543,8 +600,15 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 		s.live = sub(s.live, size)
 	}
 	d.lastFree.addr, d.lastFree.size = addr, size
-	d.lastFreeOpen = true
-	p.open = d
+	if d.watch {
+		d.lastFreeOpen = true
+		p.open = d
+	} else {
+		// Returned to its pool within the free, unless the replay
+		// records a stream use on it first (observe).
+		d.lastFree.stream = b.Stream()
+		p.held = d
+	}
 	p.checkLog(d)
 }
 
@@ -663,6 +727,7 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		p.events = index + 1
 	}
 	p.cur = index + 1
+	p.held = nil
 	if e != nil && e.TimeUS != 0 {
 		p.lastTime = e.TimeUS
 	}
@@ -686,6 +751,11 @@ func (p *Profiler) stepSlow(index int64) {
 			}
 		}
 		p.anySync = false
+	}
+	for _, d := range p.order {
+		if d.wantWatch {
+			p.watchCompletions(d)
+		}
 	}
 	if p.retryCheck {
 		p.readRetries(index)
