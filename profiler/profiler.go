@@ -56,10 +56,6 @@ type Profiler struct {
 	// open is the device whose last Free has not been seen to complete
 	// yet (see devState.lastFree).
 	open *devState
-	// held is the device of the Free just reported while it did not watch
-	// free_completed, until the next hook: a record_stream on that block
-	// in between defers its free (see observed).
-	held *devState
 
 	// totalPending: the state at the total peak is still to be
 	// reconstructed, from every device's log since its totalMark.
@@ -209,8 +205,8 @@ type devState struct {
 	sites []siteCounters // indexed by StackID
 	addrs addrTable      // live block address -> site
 
-	syncPending bool  // reserved must be read from Stats (restored segments)
-	obsNet      int64 // net reserved change the observer saw while syncPending
+	hookWork       // what the next hook must do first besides keeping the index
+	obsNet   int64 // net reserved change the observer saw while syncPending
 
 	// log holds the changes since the oldest pending peak: ownMark and
 	// totalMark are where the device's own and the total's pending peaks
@@ -230,9 +226,8 @@ type devState struct {
 	lastFreeOpen bool
 	pendingFree  map[uint64]uint64
 	// watch: free_completed is observed (after a record_stream; see
-	// observed); wantWatch: a record_stream was seen, watch from the
-	// next hook.
-	watch, wantWatch bool
+	// observed).
+	watch bool
 
 	// retries is the allocator's num_alloc_retries when last read;
 	// retryCheck asks Step to read it again.
@@ -246,6 +241,14 @@ func (d *devState) append(e logEntry) {
 	if d.logging() {
 		d.log = append(d.log, e)
 	}
+}
+
+// hookWork is a device's work for the next hook, tested as one (settle).
+type hookWork struct {
+	syncPending bool // reserved must be read from Stats (restored segments)
+	// wantWatch: a record_stream was seen, free_completed is observed
+	// from the next hook on (see observed).
+	wantWatch bool
 }
 
 // siteCounters are one site's figures on one device.
@@ -317,7 +320,6 @@ func (p *Profiler) Restored(device int32) {
 		d.baseline = d.proc.Counters()
 	}
 	if d := p.dev(device); d != nil {
-		p.held = nil
 		if d.wantWatch {
 			p.watchCompletions(d)
 		}
@@ -407,7 +409,7 @@ func (d *devState) observe(e allocator.TraceEntry) {
 			return
 		}
 		d.wantWatch, p.stepWork = true, true
-		if p.held == d && e.Addr == d.lastFree.addr && e.Stream != d.lastFree.stream {
+		if e.Addr == d.lastFree.addr && e.Stream != d.lastFree.stream {
 			// The block of the Free just reported is now used on
 			// another stream: its free waits (see observed).
 			d.lastFreeOpen = true
@@ -497,8 +499,7 @@ func (d *devState) setReserved(r uint64) {
 // the usual hook no free is open, the device is in sync and the event is
 // the trace's, and only the event's index is kept.
 func (p *Profiler) settle(d *devState, index int64) {
-	p.held = nil
-	if p.open == nil && index >= 0 && !d.syncPending && !d.wantWatch {
+	if p.open == nil && index >= 0 && d.hookWork == (hookWork{}) {
 		p.cur = index
 		return
 	}
@@ -535,6 +536,10 @@ func (p *Profiler) Alloc(device int32, index int64, b *allocator.Block, stack tr
 		p.syncReserved(d)
 	}
 	size, req, addr := b.Size(), b.RequestedSize(), b.Addr()
+	if addr == d.lastFree.addr {
+		// A stream use at this address is now this block's (observe).
+		d.lastFree.addr = 0
+	}
 	d.addrs.put(addr, stack)
 	if int(stack) >= len(d.sites) {
 		d.growSites(stack)
@@ -605,9 +610,10 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 		p.open = d
 	} else {
 		// Returned to its pool within the free, unless the replay
-		// records a stream use on it first (observe).
+		// records a stream use on it first (observe): lastFree is kept
+		// until the next Alloc of its address, the first that a
+		// stream use of another block there can follow.
 		d.lastFree.stream = b.Stream()
-		p.held = d
 	}
 	p.checkLog(d)
 }
@@ -727,7 +733,6 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		p.events = index + 1
 	}
 	p.cur = index + 1
-	p.held = nil
 	if e != nil && e.TimeUS != 0 {
 		p.lastTime = e.TimeUS
 	}
