@@ -44,3 +44,49 @@ func TestAddrTable(t *testing.T) {
 		}
 	}
 }
+
+// TestAddrTableFreshAddresses churns addresses that are never handed out
+// again, as a trace whose blocks keep moving does: the dead keys must be
+// dropped (the table stays a few times the live count, never the count of
+// addresses seen) and the live ones kept through every rebuild.
+func TestAddrTableFreshAddresses(t *testing.T) {
+	var tab addrTable
+	ref := map[uint64]trace.StackID{}
+	var live []uint64
+	rng := rand.New(rand.NewPCG(3, 4))
+	next := uint64(512)
+	for i := 0; i < 300000; i++ {
+		// Between 100 and 600 live blocks, each at a new address.
+		if len(live) < 100 || (len(live) < 600 && rng.IntN(2) == 0) {
+			k := next
+			next += 512 * uint64(1+rng.IntN(8))
+			v := trace.StackID(rng.Uint32())
+			tab.put(k, v)
+			ref[k] = v
+			live = append(live, k)
+		} else {
+			j := rng.IntN(len(live))
+			k := live[j]
+			live[j] = live[len(live)-1]
+			live = live[:len(live)-1]
+			tab.del(k)
+			delete(ref, k)
+			if _, ok := tab.get(k); ok {
+				t.Fatalf("step %d: %#x still found after its delete", i, k)
+			}
+		}
+		if tab.len() != len(ref) {
+			t.Fatalf("step %d: len %d, want %d", i, tab.len(), len(ref))
+		}
+		if i%5000 == 0 {
+			for k, v := range ref {
+				if got, ok := tab.get(k); !ok || got != v {
+					t.Fatalf("step %d: get(%#x) = %d, %v; want %d", i, k, got, ok, v)
+				}
+			}
+		}
+	}
+	if len(tab.keys) > 4096 {
+		t.Fatalf("%d slots for at most 600 live keys: dead keys are kept", len(tab.keys))
+	}
+}

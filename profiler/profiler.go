@@ -50,6 +50,9 @@ type Profiler struct {
 	events int64
 
 	anySync bool // some device's reserved bytes must be read from its Stats
+	// stepWork: Step has more to do than keep the index and time and
+	// sample (anySync, retryCheck or detail), tested once per event.
+	stepWork bool
 	// open is the device whose last Free has not been seen to complete
 	// yet (see devState.lastFree).
 	open *devState
@@ -202,8 +205,8 @@ type devState struct {
 	sites []siteCounters // indexed by StackID
 	addrs addrTable      // live block address -> site
 
-	syncPending bool  // reserved must be read from Stats (restored segments)
-	obsNet      int64 // net reserved change the observer saw while syncPending
+	hookWork       // what the next hook must do first besides keeping the index
+	obsNet   int64 // net reserved change the observer saw while syncPending
 
 	// log holds the changes since the oldest pending peak: ownMark and
 	// totalMark are where the device's own and the total's pending peaks
@@ -216,9 +219,15 @@ type devState struct {
 	// report its return to the pool (free_completed) before anything else
 	// happens, it waits for record-stream events, and pendingFree keeps
 	// its size until it returns.
-	lastFree     struct{ addr, size uint64 }
+	lastFree struct {
+		addr, size uint64
+		stream     allocator.Stream
+	}
 	lastFreeOpen bool
 	pendingFree  map[uint64]uint64
+	// watch: free_completed is observed (after a record_stream; see
+	// observed).
+	watch bool
 
 	// retries is the allocator's num_alloc_retries when last read;
 	// retryCheck asks Step to read it again.
@@ -232,6 +241,14 @@ func (d *devState) append(e logEntry) {
 	if d.logging() {
 		d.log = append(d.log, e)
 	}
+}
+
+// hookWork is a device's work for the next hook, tested as one (settle).
+type hookWork struct {
+	syncPending bool // reserved must be read from Stats (restored segments)
+	// wantWatch: a record_stream was seen, free_completed is observed
+	// from the next hook on (see observed).
+	wantWatch bool
 }
 
 // siteCounters are one site's figures on one device.
@@ -263,6 +280,7 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 		total: counters{peakLiveEvent: -1, peakReservedEvent: -1}}
 	if opts.DetailEvents > 0 {
 		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
+		p.stepWork = true
 	}
 	if n := opts.ExpectedEvents; n > 0 {
 		p.spaceFor(n)
@@ -301,6 +319,11 @@ func (p *Profiler) Restored(device int32) {
 		d := p.devs[device]
 		d.baseline = d.proc.Counters()
 	}
+	if d := p.dev(device); d != nil {
+		if d.wantWatch {
+			p.watchCompletions(d)
+		}
+	}
 }
 
 // Attach implements replay.Recorder: it registers the observer that keeps
@@ -329,21 +352,69 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Proc
 	// Segments restored before the first event, or any that exist
 	// already, emit no observer entries.
 	d.syncPending = true
-	p.anySync = true
+	p.anySync, p.stepWork = true, true
 }
 
 // observed are the actions observe acts on. An alloc is reported by
 // Alloc (one the replay does not report, a recorded OOM's request that
 // succeeded here, is freed within the event), a free request by Free.
-var observed = allocator.Actions(allocator.ActionFreeCompleted,
-	allocator.ActionSegmentAlloc, allocator.ActionSegmentMap,
-	allocator.ActionSegmentFree, allocator.ActionSegmentUnmap)
+//
+// free_completed is observed only once a device has seen a record_stream
+// (watchCompletions). The allocator defers a free only for a block used on
+// another stream (RecordStream), so until then every Free's block returns
+// to its pool within the free, and there is nothing to watch: observing it
+// cost an observer call per freed block, about a sixth of the profiler's
+// work per replayed event (issue 19). The record_stream entry says when to
+// start: the replay records a stream use either as an event of its own,
+// with a Step after it, or on a block whose Free the profiler has just
+// been told of (a free the trace completes later: RecordStream then the
+// allocator's Free, within the hook's event); that block is then taken
+// as open (see lastFree), and the next hook starts watching. In both
+// cases the deferred free cannot complete before that hook: its event
+// completes only at a later trace event (Process.CompleteEvents) or a
+// synchronising call, and the replay makes none in between.
+var observed = allocator.Actions(allocator.ActionSegmentAlloc, allocator.ActionSegmentMap,
+	allocator.ActionSegmentFree, allocator.ActionSegmentUnmap, allocator.ActionRecordStream)
+
+// watchCompletions starts observing the device's free_completed entries.
+// It runs in a hook, outside the allocator's lock.
+func (p *Profiler) watchCompletions(d *devState) {
+	d.wantWatch = false
+	if d.watch {
+		return
+	}
+	d.watch = true
+	d.a.AddObserverFor(allocator.Actions(allocator.ActionFreeCompleted), func(e allocator.TraceEntry) {
+		// The usual entry, the last Free's block returned to its pool
+		// at once, is settled here: a method value would add a call
+		// that copies the entry again.
+		if d.lastFreeOpen && e.Addr == d.lastFree.addr {
+			d.lastFreeOpen = false
+			if p.open == d {
+				p.open = nil
+			}
+			return
+		}
+		d.observe(e)
+	})
+}
 
 // observe runs under the allocator's lock: it must not call back into the
 // allocator.
 func (d *devState) observe(e allocator.TraceEntry) {
 	p := d.p
 	switch e.Action {
+	case allocator.ActionRecordStream:
+		if d.watch {
+			return
+		}
+		d.wantWatch, p.stepWork = true, true
+		if e.Addr == d.lastFree.addr && e.Stream != d.lastFree.stream {
+			// The block of the Free just reported is now used on
+			// another stream: its free waits (see observed).
+			d.lastFreeOpen = true
+			p.open = d
+		}
 	case allocator.ActionFreeCompleted:
 		if d.lastFreeOpen && e.Addr == d.lastFree.addr {
 			d.lastFreeOpen = false // returned at once: the usual case
@@ -371,7 +442,7 @@ func (d *devState) observe(e allocator.TraceEntry) {
 	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
 		// A retry follows the release of the whole cache; the count is
 		// read after the event (the observer may not call the allocator).
-		d.retryCheck, p.retryCheck = true, true
+		d.retryCheck, p.retryCheck, p.stepWork = true, true, true
 		d.closeFree()
 		d.reserved = sub(d.reserved, e.Size)
 		p.total.reserved = sub(p.total.reserved, e.Size)
@@ -424,10 +495,23 @@ func (d *devState) setReserved(r uint64) {
 	d.reserved = r
 }
 
-// settle is the work every hook does first.
+// settle is the work every hook does first. Small enough to inline: in
+// the usual hook no free is open, the device is in sync and the event is
+// the trace's, and only the event's index is kept.
 func (p *Profiler) settle(d *devState, index int64) {
+	if p.open == nil && index >= 0 && d.hookWork == (hookWork{}) {
+		p.cur = index
+		return
+	}
+	p.settleSlow(d, index)
+}
+
+func (p *Profiler) settleSlow(d *devState, index int64) {
 	if p.open != nil {
 		p.open.closeFree()
+	}
+	if d.wantWatch {
+		p.watchCompletions(d)
 	}
 	if index >= 0 {
 		p.cur = index
@@ -452,6 +536,10 @@ func (p *Profiler) Alloc(device int32, index int64, b *allocator.Block, stack tr
 		p.syncReserved(d)
 	}
 	size, req, addr := b.Size(), b.RequestedSize(), b.Addr()
+	if addr == d.lastFree.addr {
+		// A stream use at this address is now this block's (observe).
+		d.lastFree.addr = 0
+	}
 	d.addrs.put(addr, stack)
 	if int(stack) >= len(d.sites) {
 		d.growSites(stack)
@@ -470,7 +558,9 @@ func (p *Profiler) Alloc(device int32, index int64, b *allocator.Block, stack tr
 	}
 	// A pending peak that this allocation does not replace came before
 	// it: the reconstruction undoes it. (Marks set below start after it.)
-	d.append(logEntry{kind: logAlloc, addr: addr})
+	if d.logging() {
+		d.log = append(d.log, logEntry{kind: logAlloc, addr: addr})
+	}
 	newOwn := d.addLive(size, req, index)
 	newTotal := p.total.addLive(size, req, index)
 	if newOwn {
@@ -503,25 +593,42 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 		return
 	}
 	p.settle(d, index)
-	size, addr := b.Size(), b.Addr()
-	d.append(logEntry{kind: logFree, addr: addr, size: size, stack: stack})
-	d.subLive(size, b.RequestedSize())
-	p.total.subLive(size, b.RequestedSize())
+	size, req, addr := b.Size(), b.RequestedSize(), b.Addr()
+	if d.logging() {
+		d.log = append(d.log, logEntry{kind: logFree, addr: addr, size: size, stack: stack})
+	}
+	d.subLive(size, req)
+	p.total.subLive(size, req)
 	d.addrs.del(addr)
 	if int(stack) < len(d.sites) {
 		s := &d.sites[stack]
 		s.live = sub(s.live, size)
 	}
 	d.lastFree.addr, d.lastFree.size = addr, size
-	d.lastFreeOpen = true
-	p.open = d
+	if d.watch {
+		d.lastFreeOpen = true
+		p.open = d
+	} else {
+		// Returned to its pool within the free, unless the replay
+		// records a stream use on it first (observe): lastFree is kept
+		// until the next Alloc of its address, the first that a
+		// stream use of another block there can follow.
+		d.lastFree.stream = b.Stream()
+	}
 	p.checkLog(d)
 }
 
 // checkLog bounds a log: once it is longer than the state it would be
 // undone from, reconstructing now costs no more than undoing later, and
-// logging stops.
+// logging stops. It inlines to one test where no peak is pending, the
+// usual hook once the peak is behind.
 func (p *Profiler) checkLog(d *devState) {
+	if d.logging() {
+		p.checkLogSlow(d)
+	}
+}
+
+func (p *Profiler) checkLogSlow(d *devState) {
 	limit := 4096 + 2*d.addrs.len()
 	if d.ownMark >= 0 && len(d.log)-d.ownMark > limit {
 		p.takeOwn(d)
@@ -592,7 +699,7 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 	}
 	p.settle(d, index)
 	// A failed retry releases nothing when nothing was cached.
-	d.retryCheck, p.retryCheck = true, true
+	d.retryCheck, p.retryCheck, p.stepWork = true, true, true
 	if len(p.ooms) >= p.opts.MaxOOMs {
 		p.oomsDropped++
 		return
@@ -617,12 +724,27 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 	p.ooms = append(p.ooms, o)
 }
 
-// Step implements replay.Recorder.
+// Step implements replay.Recorder. It runs after every event: the usual
+// one leaves no free open, no device to sync, no retry to read, keeps no
+// detail and takes no sample, and costs three tests after the event's
+// index and time are kept.
 func (p *Profiler) Step(index int64, e *trace.Event) {
 	if index >= p.events {
 		p.events = index + 1
 	}
 	p.cur = index + 1
+	if e != nil && e.TimeUS != 0 {
+		p.lastTime = e.TimeUS
+	}
+	if p.open == nil && !p.stepWork && index < p.nextSample {
+		return
+	}
+	p.stepSlow(index)
+}
+
+// stepSlow is the rest of Step, in its order (the time is kept first: none
+// of closeFree and syncReserved reads it).
+func (p *Profiler) stepSlow(index int64) {
 	if p.open != nil {
 		p.open.closeFree()
 	}
@@ -635,8 +757,10 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		}
 		p.anySync = false
 	}
-	if e != nil && e.TimeUS != 0 {
-		p.lastTime = e.TimeUS
+	for _, d := range p.order {
+		if d.wantWatch {
+			p.watchCompletions(d)
+		}
 	}
 	if p.retryCheck {
 		p.readRetries(index)
@@ -644,6 +768,7 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 	if p.detail != nil {
 		p.detail.step(index, p.lastTime, &p.total)
 	}
+	p.stepWork = p.detail != nil
 	if index >= p.nextSample {
 		p.sample(index)
 	}
