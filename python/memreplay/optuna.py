@@ -116,6 +116,9 @@ class MemoryCallback:
         self._restarting = threading.Event()
         self._active = 0  # trials running in this process now
         self._starts = 0  # trials started in this process so far
+        # trial id -> (ledger key, thread): trials whose objective returned
+        # and whose end Optuna records after the wrapper (see wrap).
+        self._untold = {}
         self.failures_in_a_row = 0
 
     # --- inside the trial -------------------------------------------------
@@ -145,6 +148,7 @@ class MemoryCallback:
             reg = None
             if self.gate is not None and self.gate.path is not None:
                 self._recover(trial.study)
+                self._forget_told(threading.get_ident())
                 reg = self.gate.register_trial({"study": trial.study.study_name, "trial_id": trial._trial_id,
                                                 "number": trial.number})
             if self._restarting.is_set() and reg is not None:
@@ -155,7 +159,13 @@ class MemoryCallback:
                 return self._admit_and_run(objective, trial)
             finally:
                 if reg is not None:
-                    self.gate.unregister_trial(reg)
+                    # The trial stays in the ledger until Optuna has
+                    # recorded its end (the callback, __call__, takes it
+                    # out): Optuna writes COMPLETE, PRUNED or FAIL after
+                    # this wrapper returns, and a worker killed in between
+                    # left the trial RUNNING with nothing to recover it by.
+                    with self._lock:
+                        self._untold[trial._trial_id] = (reg, threading.get_ident())
 
         wrapped.__name__ = getattr(objective, "__name__", "objective")
         wrapped.__doc__ = objective.__doc__
@@ -181,6 +191,17 @@ class MemoryCallback:
         finally:
             if ticket is not None:
                 ticket.release()
+
+    def _forget_told(self, thread):
+        """Takes out of the ledger the trials this thread ran before, if
+        the callback has not (cb not among optimize's callbacks, or an
+        error raised out of optimize): a thread of Optuna's loop starts
+        its next trial only after Optuna recorded the last one."""
+        with self._lock:
+            done = [tid for tid, (_, th) in self._untold.items() if th == thread]
+            keys = [self._untold.pop(tid)[0] for tid in done]
+        for k in keys:
+            self.gate.unregister_trial(k)
 
     def _settle(self, study, limit=2.0):
         """Before the exec: waits, at most limit seconds, until every trial
@@ -301,6 +322,10 @@ class MemoryCallback:
     def __call__(self, study, frozen):
         from optuna.trial import TrialState
 
+        with self._lock:
+            told = self._untold.pop(frozen._trial_id, None)
+        if told is not None:  # Optuna has recorded the trial's end: nothing left to recover
+            self.gate.unregister_trial(told[0])
         if self.empty_cache:
             gc.collect()
             (self.empty_cache if callable(self.empty_cache) else _default_empty_cache)()

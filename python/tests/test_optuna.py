@@ -334,6 +334,42 @@ def check_study(tc, trials, budget, complete, killed):
             tc.assertEqual({k: retried[0].params[k] for k in t.params}, t.params, "the retry kept what the trial had drawn")
 
 
+class KilledBeforeTold(unittest.TestCase):
+    def test_trial_between_wrapper_and_tell_is_recovered(self):
+        """A worker killed after its objective (and memreplay's wrapper)
+        returned, before Optuna recorded the trial: the trial is RUNNING in
+        the storage with the worker's attrs. It must still be in the
+        ledger, so the next trial fails and enqueues it again; when the
+        wrapper took it out on return, nothing recovered it, and a worker
+        waiting for the study's pending trials (worker.py) waited for
+        ever (TestPythonPackage's timeouts under load)."""
+        need_optuna(self)
+        need_cli(self)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        budget_file, budget = os.path.join(tmp, "gpu0.budget"), 20 << 30
+        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", budget_file, str(budget), "1", "0.05", "1",
+                            "die-before-tell"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
+        [dead] = study.get_trials()
+        self.assertEqual(dead.state, TrialState.RUNNING)
+        self.assertIn("t_end", dead.user_attrs, "killed after the objective returned")
+        # The next trial (this process) recovers it; the one after runs it again.
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=budget_file), need=lambda t: 1 << 30,
+                                             empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_categorical("batch", [8, 16, 32])), n_trials=2, callbacks=[cb])
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn(f"pid {dead.user_attrs['pid']} ", trials[0].user_attrs["memreplay_worker_died"])
+        self.assertEqual(trials[2].user_attrs["memreplay_retry_of"], dead.number)
+        self.assertEqual(trials[2].params["batch"], dead.params["batch"])
+        with open(budget_file) as f:
+            led = json.load(f)
+        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
+
+
 class SQLiteWorkers(unittest.TestCase):
     def test_three_workers_one_killed(self):
         need_optuna(self)
