@@ -147,15 +147,19 @@ class MemoryCallback:
         def wrapped(trial):
             reg = None
             if self.gate is not None and self.gate.path is not None:
-                self._recover(trial.study)
-                self._forget_told(threading.get_ident())
+                # Registered first: until then a killed worker leaves the
+                # trial RUNNING with nothing to recover it by.
                 reg = self.gate.register_trial({"study": trial.study.study_name, "trial_id": trial._trial_id,
                                                 "number": trial.number})
-            if self._restarting.is_set() and reg is not None:
-                # The process is about to be replaced: the trial is in the
-                # ledger, so the fresh image fails and enqueues it again.
-                threading.Event().wait()
+                if self._restarting.is_set():
+                    # The process is about to be replaced: the trial is in
+                    # the ledger, so the fresh image fails and enqueues it
+                    # again (and takes no orphan it could not finish).
+                    threading.Event().wait()
             try:
+                if reg is not None:
+                    self._forget_told(threading.get_ident())
+                    self._recover(trial.study)
                 return self._admit_and_run(objective, trial)
             finally:
                 if reg is not None:

@@ -308,7 +308,7 @@ def run_workers(tc, url, n_workers, budget, complete, kill_one, n_jobs):
     return trials, killed
 
 
-def check_study(tc, trials, budget, complete, killed):
+def check_study(tc, trials, budget, complete, killed, n_jobs=1):
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     tc.assertGreaterEqual(len(done), complete)
     # Never over-committed: at every trial start, the trials running then
@@ -323,8 +323,16 @@ def check_study(tc, trials, budget, complete, killed):
         tc.assertGreater(t.user_attrs["memreplay_predicted_reserved_bytes"], 1 << 30)
     if killed is not None:
         # The killed worker's trials: failed by the next trial to start,
-        # enqueued again with their parameters, completed once.
-        tc.assertEqual([t.number for t in trials if t.state == TrialState.RUNNING], [])
+        # enqueued again with their parameters, completed once. Left
+        # RUNNING, at most one per thread of the killed worker: a trial its
+        # Optuna had created and the wrapper not yet registered, the window
+        # docs/optuna.md names (the kill lands anywhere; worker.py's spec_of
+        # sets "pid" after the wrapper registered the trial). Nothing that
+        # the wrapper registered.
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        tc.assertLessEqual(len(running), n_jobs, [t.number for t in running])
+        for t in running:
+            tc.assertNotIn("pid", t.user_attrs, f"trial {t.number} was registered and never recovered")
         lost = [t for t in trials if t.state == TrialState.FAIL]
         tc.assertTrue(lost, "the killed worker's trial was failed")
         for t in lost:
