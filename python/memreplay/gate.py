@@ -13,10 +13,11 @@ rewritten under an exclusive flock(2) on BUDGET_FILE.lock. A rewrite goes
 to BUDGET_FILE.tmp and is renamed over the budget file, so a process
 killed in the middle leaves the old ledger or the new one, never an empty
 or cut one (truncating the file and then writing it, a worker killed in
-between emptied the ledger and its trials were never recovered). Each entry carries its process's pid
-and start time (field 22 of /proc/PID/stat), so an entry whose process has
-died (killed mid-trial, OOM-killed, a crashed interpreter) is reclaimed by
-the next gate that reads the file: a killed worker's share comes back
+between emptied the ledger and its trials were never recovered). Each
+entry carries its process's pid and start time (field 22 of
+/proc/PID/stat), so an entry whose process has died (killed mid-trial,
+OOM-killed, a crashed interpreter) is reclaimed by the next gate that
+reads the file: a killed worker's share comes back
 without anyone cleaning up, and a reused pid is not mistaken for the dead
 worker. The file must be on a local file system (flock over NFS is not
 reliable); across hosts each GPU has its own gate and budget file, and the

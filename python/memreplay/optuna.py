@@ -13,7 +13,9 @@ trial with memreplay's diagnosis in its attrs (capacity, other processes or
 fragmentation); a sticky CUDA error fails the trial (a NaN value: Optuna
 records FAIL and the study goes on) and marks it so.
 
-cb itself is the Optuna callback that runs after each trial: the field
+cb itself is the Optuna callback that runs after each trial: it takes the
+trial out of the gate's ledger once Optuna has recorded its end (until
+then a killed worker's trial is recovered from the ledger), and the field
 reports' fixes, as options (gc.collect() and empty_cache between trials;
 the worker process restarts after a sticky CUDA error, since its context is
 dead; the study stops after max_failures failed trials in a row).
