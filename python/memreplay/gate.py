@@ -9,10 +9,15 @@ so a large trial is not starved by a stream of small ones.
 Across threads of one process (Optuna's study.optimize(n_jobs=k)) a gate
 without a file is enough. Across worker processes on one host, every gate
 names the same budget file: a JSON ledger of who holds and who waits,
-rewritten under an exclusive flock(2). Each entry carries its process's pid
-and start time (field 22 of /proc/PID/stat), so an entry whose process has
-died (killed mid-trial, OOM-killed, a crashed interpreter) is reclaimed by
-the next gate that reads the file: a killed worker's share comes back
+rewritten under an exclusive flock(2) on BUDGET_FILE.lock. A rewrite goes
+to BUDGET_FILE.tmp and is renamed over the budget file, so a process
+killed in the middle leaves the old ledger or the new one, never an empty
+or cut one (truncating the file and then writing it, a worker killed in
+between emptied the ledger and its trials were never recovered). Each
+entry carries its process's pid and start time (field 22 of
+/proc/PID/stat), so an entry whose process has died (killed mid-trial,
+OOM-killed, a crashed interpreter) is reclaimed by the next gate that
+reads the file: a killed worker's share comes back
 without anyone cleaning up, and a reused pid is not mistaken for the dead
 worker. The file must be on a local file system (flock over NFS is not
 reliable); across hosts each GPU has its own gate and budget file, and the
@@ -134,18 +139,27 @@ class MemoryGate:
     # --- the ledger -------------------------------------------------------
 
     def _open(self):
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+        """The lock: a file beside the ledger, never replaced (a lock on
+        the ledger itself would be on the inode a rewrite renames away)."""
+        fd = os.open(self.path + ".lock", os.O_RDWR | os.O_CREAT, 0o666)
         fcntl.flock(fd, fcntl.LOCK_EX)
         return fd
 
-    def _read(self, fd):
+    def _read(self):
         data = b""
-        os.lseek(fd, 0, os.SEEK_SET)
-        while True:
-            chunk = os.read(fd, 1 << 16)
-            if not chunk:
-                break
-            data += chunk
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        if fd is not None:
+            try:
+                while True:
+                    chunk = os.read(fd, 1 << 16)
+                    if not chunk:
+                        break
+                    data += chunk
+            finally:
+                os.close(fd)
         if not data.strip():
             return {"holders": {}, "waiting": [], "trials": {}, "orphans": []}
         try:
@@ -156,11 +170,19 @@ class MemoryGate:
             led.setdefault(k, v)
         return led
 
-    def _write(self, fd, led):
+    def _write(self, led):
+        """Under the lock: the new ledger in full beside the old, then
+        renamed over it (atomic: every reader sees one or the other)."""
         data = json.dumps(led, sort_keys=True).encode()
-        os.lseek(fd, 0, os.SEEK_SET)
-        os.ftruncate(fd, 0)
-        os.write(fd, data)
+        tmp = self.path + ".tmp"  # only the lock's holder writes it
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path)
 
     def _transact(self, fn):
         """fn(ledger) under the locks; the ledger is written back."""
@@ -169,9 +191,9 @@ class MemoryGate:
                 return fn(self._mem)
             fd = self._open()
             try:
-                led = self._read(fd)
+                led = self._read()
                 out = fn(led)
-                self._write(fd, led)
+                self._write(led)
                 return out
             finally:
                 os.close(fd)  # releases the flock

@@ -13,7 +13,9 @@ trial with memreplay's diagnosis in its attrs (capacity, other processes or
 fragmentation); a sticky CUDA error fails the trial (a NaN value: Optuna
 records FAIL and the study goes on) and marks it so.
 
-cb itself is the Optuna callback that runs after each trial: the field
+cb itself is the Optuna callback that runs after each trial: it takes the
+trial out of the gate's ledger once Optuna has recorded its end (until
+then a killed worker's trial is recovered from the ledger), and the field
 reports' fixes, as options (gc.collect() and empty_cache between trials;
 the worker process restarts after a sticky CUDA error, since its context is
 dead; the study stops after max_failures failed trials in a row).
@@ -116,6 +118,9 @@ class MemoryCallback:
         self._restarting = threading.Event()
         self._active = 0  # trials running in this process now
         self._starts = 0  # trials started in this process so far
+        # trial id -> (ledger key, thread): trials whose objective returned
+        # and whose end Optuna records after the wrapper (see wrap).
+        self._untold = {}
         self.failures_in_a_row = 0
 
     # --- inside the trial -------------------------------------------------
@@ -144,18 +149,29 @@ class MemoryCallback:
         def wrapped(trial):
             reg = None
             if self.gate is not None and self.gate.path is not None:
-                self._recover(trial.study)
+                # Registered first: until then a killed worker leaves the
+                # trial RUNNING with nothing to recover it by.
                 reg = self.gate.register_trial({"study": trial.study.study_name, "trial_id": trial._trial_id,
                                                 "number": trial.number})
-            if self._restarting.is_set() and reg is not None:
-                # The process is about to be replaced: the trial is in the
-                # ledger, so the fresh image fails and enqueues it again.
-                threading.Event().wait()
+                if self._restarting.is_set():
+                    # The process is about to be replaced: the trial is in
+                    # the ledger, so the fresh image fails and enqueues it
+                    # again (and takes no orphan it could not finish).
+                    threading.Event().wait()
             try:
+                if reg is not None:
+                    self._forget_told(threading.get_ident())
+                    self._recover(trial.study)
                 return self._admit_and_run(objective, trial)
             finally:
                 if reg is not None:
-                    self.gate.unregister_trial(reg)
+                    # The trial stays in the ledger until Optuna has
+                    # recorded its end (the callback, __call__, takes it
+                    # out): Optuna writes COMPLETE, PRUNED or FAIL after
+                    # this wrapper returns, and a worker killed in between
+                    # left the trial RUNNING with nothing to recover it by.
+                    with self._lock:
+                        self._untold[trial._trial_id] = (reg, threading.get_ident())
 
         wrapped.__name__ = getattr(objective, "__name__", "objective")
         wrapped.__doc__ = objective.__doc__
@@ -181,6 +197,17 @@ class MemoryCallback:
         finally:
             if ticket is not None:
                 ticket.release()
+
+    def _forget_told(self, thread):
+        """Takes out of the ledger the trials this thread ran before, if
+        the callback has not (cb not among optimize's callbacks, or an
+        error raised out of optimize): a thread of Optuna's loop starts
+        its next trial only after Optuna recorded the last one."""
+        with self._lock:
+            done = [tid for tid, (_, th) in self._untold.items() if th == thread]
+            keys = [self._untold.pop(tid)[0] for tid in done]
+        for k in keys:
+            self.gate.unregister_trial(k)
 
     def _settle(self, study, limit=2.0):
         """Before the exec: waits, at most limit seconds, until every trial
@@ -301,6 +328,10 @@ class MemoryCallback:
     def __call__(self, study, frozen):
         from optuna.trial import TrialState
 
+        with self._lock:
+            told = self._untold.pop(frozen._trial_id, None)
+        if told is not None:  # Optuna has recorded the trial's end: nothing left to recover
+            self.gate.unregister_trial(told[0])
         if self.empty_cache:
             gc.collect()
             (self.empty_cache if callable(self.empty_cache) else _default_empty_cache)()

@@ -28,6 +28,30 @@ print("held", flush=True)
 time.sleep(60)
 """
 
+# Registers a trial, then rewrites the ledger once more (held()) and is
+# SIGKILLed by itself just before its K-th os call (open, read, write,
+# truncate, seek, rename, close) of that rewrite.
+KILLED_MID_REWRITE = """
+import os, signal, sys
+sys.path.insert(0, {root!r})
+from memreplay import MemoryGate
+g = MemoryGate(10, path={path!r})
+g.register_trial({{"study": "s", "trial_id": 7}})
+calls = [0]
+def dying(f):
+    def call(*a, **kw):
+        calls[0] += 1
+        if calls[0] == int(sys.argv[1]):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return f(*a, **kw)
+    return call
+for name in ("open", "read", "write", "pwrite", "ftruncate", "lseek", "replace", "rename", "close", "fsync"):
+    if hasattr(os, name):
+        setattr(os, name, dying(getattr(os, name)))
+g.held()
+print("rewrote", calls[0], flush=True)
+"""
+
 
 class Threads(unittest.TestCase):
     def run_threads(self, gate, needs):
@@ -150,6 +174,28 @@ class Processes(unittest.TestCase):
                 p.kill()
                 p.wait()
                 p.stdout.close()
+
+    def test_killed_mid_rewrite_loses_nothing(self):
+        """A process killed at any instant of a ledger rewrite leaves the
+        ledger as it was or as it was to be, never empty or cut: with the
+        file truncated and then written, a worker killed between the two
+        (a window the GIL stretches while another thread of the worker
+        runs) emptied it, its running trials were never orphaned, and the
+        study's other workers waited for them for ever."""
+        root = os.path.dirname(HERE)
+        for k in range(1, 50):
+            path = os.path.join(tempfile.mkdtemp(), "gpu0.budget")
+            p = subprocess.run([sys.executable, "-c", KILLED_MID_REWRITE.format(root=root, path=path), str(k)],
+                               capture_output=True, text=True, timeout=60)
+            if p.returncode == 0:
+                self.assertTrue(p.stdout.startswith("rewrote"), p.stdout)
+                break
+            self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-2000:])
+            orphans = MemoryGate(10, path=path).take_orphans("s")
+            self.assertEqual([o["trial_id"] for o in orphans], [7], f"killed before os call {k} of the rewrite")
+        else:
+            self.fail("the rewrite never finished")
+        self.assertGreater(k, 3, "the child was killed inside the rewrite")
 
     def test_reused_pid_is_not_the_holder(self):
         path = os.path.join(tempfile.mkdtemp(), "budget")

@@ -308,7 +308,7 @@ def run_workers(tc, url, n_workers, budget, complete, kill_one, n_jobs):
     return trials, killed
 
 
-def check_study(tc, trials, budget, complete, killed):
+def check_study(tc, trials, budget, complete, killed, n_jobs=1):
     done = [t for t in trials if t.state == TrialState.COMPLETE]
     tc.assertGreaterEqual(len(done), complete)
     # Never over-committed: at every trial start, the trials running then
@@ -323,8 +323,16 @@ def check_study(tc, trials, budget, complete, killed):
         tc.assertGreater(t.user_attrs["memreplay_predicted_reserved_bytes"], 1 << 30)
     if killed is not None:
         # The killed worker's trials: failed by the next trial to start,
-        # enqueued again with their parameters, completed once.
-        tc.assertEqual([t.number for t in trials if t.state == TrialState.RUNNING], [])
+        # enqueued again with their parameters, completed once. Left
+        # RUNNING, at most one per thread of the killed worker: a trial its
+        # Optuna had created and the wrapper not yet registered, the window
+        # docs/optuna.md names (the kill lands anywhere; worker.py's spec_of
+        # sets "pid" after the wrapper registered the trial). Nothing that
+        # the wrapper registered.
+        running = [t for t in trials if t.state == TrialState.RUNNING]
+        tc.assertLessEqual(len(running), n_jobs, [t.number for t in running])
+        for t in running:
+            tc.assertNotIn("pid", t.user_attrs, f"trial {t.number} was registered and never recovered")
         lost = [t for t in trials if t.state == TrialState.FAIL]
         tc.assertTrue(lost, "the killed worker's trial was failed")
         for t in lost:
@@ -332,6 +340,42 @@ def check_study(tc, trials, budget, complete, killed):
             retried = [r for r in done if r.user_attrs.get("memreplay_retry_of") == t.number]
             tc.assertEqual(len(retried), 1, f"trial {t.number} was enqueued again and completed once (no trial lost)")
             tc.assertEqual({k: retried[0].params[k] for k in t.params}, t.params, "the retry kept what the trial had drawn")
+
+
+class KilledBeforeTold(unittest.TestCase):
+    def test_trial_between_wrapper_and_tell_is_recovered(self):
+        """A worker killed after its objective (and memreplay's wrapper)
+        returned, before Optuna recorded the trial: the trial is RUNNING in
+        the storage with the worker's attrs. It must still be in the
+        ledger, so the next trial fails and enqueues it again; when the
+        wrapper took it out on return, nothing recovered it, and a worker
+        waiting for the study's pending trials (worker.py) waited for
+        ever (TestPythonPackage's timeouts under load)."""
+        need_optuna(self)
+        need_cli(self)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        budget_file, budget = os.path.join(tmp, "gpu0.budget"), 20 << 30
+        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", budget_file, str(budget), "1", "0.05", "1",
+                            "die-before-tell"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
+        [dead] = study.get_trials()
+        self.assertEqual(dead.state, TrialState.RUNNING)
+        self.assertIn("t_end", dead.user_attrs, "killed after the objective returned")
+        # The next trial (this process) recovers it; the one after runs it again.
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=budget_file), need=lambda t: 1 << 30,
+                                             empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_categorical("batch", [8, 16, 32])), n_trials=2, callbacks=[cb])
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn(f"pid {dead.user_attrs['pid']} ", trials[0].user_attrs["memreplay_worker_died"])
+        self.assertEqual(trials[2].user_attrs["memreplay_retry_of"], dead.number)
+        self.assertEqual(trials[2].params["batch"], dead.params["batch"])
+        with open(budget_file) as f:
+            led = json.load(f)
+        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
 
 
 class SQLiteWorkers(unittest.TestCase):

@@ -87,7 +87,7 @@ class PostgresWorkers(unittest.TestCase):
         url = f"postgresql+psycopg2://postgres@/postgres?host={self.dir}&port={self.port}"
         budget = 20 << 30
         trials, killed = run_workers(self, url, 2, budget, 12, kill_one=True, n_jobs=2)
-        check_study(self, trials, budget, 12, killed)
+        check_study(self, trials, budget, 12, killed, n_jobs=2)
 
 
 if __name__ == "__main__":

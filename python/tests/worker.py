@@ -5,7 +5,11 @@ worker that died). The trial sleeps for its modelled time with the memory
 `memreplay estimate` predicts held at the gate (no GPU here), and records
 when it ran.
 
-Usage: worker.py STORAGE_URL STUDY BUDGET_FILE BUDGET COMPLETE_TRIALS SLEEP_S N_JOBS"""
+Usage: worker.py STORAGE_URL STUDY BUDGET_FILE BUDGET COMPLETE_TRIALS SLEEP_S N_JOBS [die-before-tell]
+
+die-before-tell: the process SIGKILLs itself in its first trial after the
+objective (and memreplay's wrapper) returned, before Optuna records the
+trial's end: a worker killed at that instant, deterministically."""
 
 import os
 import sys
@@ -22,6 +26,13 @@ import memreplay  # noqa: E402
 url, name, budget_file, budget, n, sleep_s, n_jobs = sys.argv[1:8]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 study = optuna.load_study(study_name=name, storage=url)
+
+if sys.argv[8:] == ["die-before-tell"]:
+    import signal
+
+    from optuna.study import _optimize
+
+    _optimize._tell_with_warning = lambda *a, **k: os.kill(os.getpid(), signal.SIGKILL)
 
 
 def spec_of(trial):
