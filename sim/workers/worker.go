@@ -186,7 +186,11 @@ func (w *worker) spawn() error {
 	return nil
 }
 
-// exit ends the worker's process (process exit frees all it held).
+// exit ends the worker's process (process exit frees all it held). The
+// allocator is discarded once the live table has let go of its blocks: the
+// next process's allocator takes their memory (two thirds of the bytes a
+// trial-model run allocated, and so what paced the collector, were the
+// Blocks of each run's fresh processes).
 func (w *worker) exit() {
 	if w.proc == nil {
 		return
@@ -194,11 +198,19 @@ func (w *worker) exit() {
 	w.proc.Close()
 	w.r.procs--
 	w.r.observe()
-	w.proc, w.m, w.a = nil, nil, nil
 	w.live.reset()
+	w.a.Discard()
+	if discarded != nil {
+		discarded(w.a)
+	}
+	w.proc, w.m, w.a = nil, nil, nil
 	w.r.live -= w.liveBytes
 	w.liveBytes = 0
 }
+
+// discarded, when set (the tests: export_test.go), is shown each exited
+// process's allocator.
+var discarded func(*allocator.Allocator)
 
 // batchReader is a reader that hands out its events in place, in slices
 // valid until its next call (sim/trial's NextBatch).
