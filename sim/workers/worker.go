@@ -284,66 +284,77 @@ func (w *worker) badInput(i int64, err error) error {
 	return fmt.Errorf("workers: task %d (%s): event %d: %w", w.task.ID, w.task.Label, i, err)
 }
 
-// event applies the buffered event and reads the next.
+// event applies the buffered event and reads the next, and goes on with
+// the next while the clock would take this worker again at once (most
+// events: the same op's, or a free's two, share a time): that skips a
+// push and a pop of the clock's queues and a step's dispatch per event.
 func (w *worker) event() error {
 	r := w.r
-	if f := w.fault; f != nil && f.AtEvent == w.res.Events {
-		w.proc.InjectStickyError(f.Name)
-		// The trainer's next CUDA call reports it.
-		_, _, err := w.m.MemGetInfo()
-		w.res.Outcome = Failed
-		w.res.Err = err.Error()
-		d := w.delay()
-		w.res.DeviceTime += d
-		w.finish(d)
-		return nil
-	}
-	err := w.apply(w.cur())
-	w.res.Events++
-	r.sum.Events++
-	d := w.delay()
-	w.res.DeviceTime += d
-	if r.o.Timeline != nil {
-		r.o.Timeline(r.nowD(), r.used)
-	}
-	if err != nil {
-		var oom *allocator.OutOfMemoryError
-		switch {
-		case errors.As(err, &oom):
-			w.res.Outcome = PrunedOOM
-			w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
-		case errors.Is(err, allocator.ErrFatal):
+	for {
+		if f := w.fault; f != nil && f.AtEvent == w.res.Events {
+			w.proc.InjectStickyError(f.Name)
+			// The trainer's next CUDA call reports it.
+			_, _, err := w.m.MemGetInfo()
 			w.res.Outcome = Failed
-		default:
-			return w.badInput(w.res.Events-1, err)
-		}
-		w.res.Err = err.Error()
-		w.finish(d)
-		return nil
-	}
-	if err := w.next(); err != nil {
-		if err == io.EOF {
+			w.res.Err = err.Error()
+			d := w.delay()
+			w.res.DeviceTime += d
 			w.finish(d)
 			return nil
 		}
-		return w.badInput(w.res.Events, err)
+		err := w.apply(w.cur())
+		w.res.Events++
+		r.sum.Events++
+		d := w.delay()
+		w.res.DeviceTime += d
+		if r.o.Timeline != nil {
+			r.o.Timeline(r.nowD(), r.used)
+		}
+		if err != nil {
+			var oom *allocator.OutOfMemoryError
+			switch {
+			case errors.As(err, &oom):
+				w.res.Outcome = PrunedOOM
+				w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
+			case errors.Is(err, allocator.ErrFatal):
+				w.res.Outcome = Failed
+			default:
+				return w.badInput(w.res.Events-1, err)
+			}
+			w.res.Err = err.Error()
+			w.finish(d)
+			return nil
+		}
+		if err := w.next(); err != nil {
+			if err == io.EOF {
+				w.finish(d)
+				return nil
+			}
+			return w.badInput(w.res.Events, err)
+		}
+		t := w.cur().TimeUS - w.base
+		compute := float64(0)
+		if t > w.last {
+			// Times that go backwards (merged streams, clock steps) cost
+			// nothing rather than a negative compute.
+			compute = float64(t-w.last) * float64(time.Microsecond)
+			w.last = t
+		}
+		if d > 0 {
+			w.pending = compute
+			w.phase = phaseResume
+			r.clock.waitFor(w.id, float64(d))
+			return nil
+		}
+		if !r.clock.again(w.id, compute) {
+			r.clock.computeFor(w.id, compute)
+			return nil
+		}
+		// This worker's next step, as the run's loop would have taken it.
+		if checkInvariants {
+			r.checkParked()
+		}
 	}
-	t := w.cur().TimeUS - w.base
-	compute := float64(0)
-	if t > w.last {
-		// Times that go backwards (merged streams, clock steps) cost
-		// nothing rather than a negative compute.
-		compute = float64(t-w.last) * float64(time.Microsecond)
-		w.last = t
-	}
-	if d > 0 {
-		w.pending = compute
-		w.phase = phaseResume
-		r.clock.waitFor(w.id, float64(d))
-		return nil
-	}
-	r.clock.computeFor(w.id, compute)
-	return nil
 }
 
 // finish ends the task's events; its end step comes after d of device time.
