@@ -5,11 +5,17 @@ package allocator
 // compare the two.
 func WithColdFreeSets() Option { return func(a *Allocator) { a.coldFree = true } }
 
-// DrainBlockChunks empties the pool of discarded allocators' Block
-// chunks, so that a test measures a fresh allocator's own.
-func DrainBlockChunks() {
-	for i := range blockChunks.class {
-		for blockChunks.class[i].Get() != nil {
-		}
-	}
+// DrainChunkPools empties the pools of discarded allocators' chunks, so
+// that a test measures a fresh allocator's own.
+func DrainChunkPools() {
+	drain(&blockChunks)
+	drain(&segmentChunks)
+	drain(&bucketChunks)
+	drain(&sizeNodeChunks)
+}
+
+func drain[T any](p *chunkPool[T]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.class[:])
 }

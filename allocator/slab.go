@@ -98,12 +98,18 @@ func (s *slab[T]) discard() {
 // of allocators made after (Allocator.Discard): sim/workers starts four
 // fresh processes per run of the trial model, each growing its Blocks to
 // its peak, and those chunks were two thirds of the bytes a run
-// allocated, so they paced the collector. A sync.Pool per chunk size: what
-// no allocator takes again goes back to the collector within two cycles,
-// so a pool holds no memory long after the last discard.
+// allocated, so they paced the collector. A list per chunk size, under a
+// lock (a sweep runs mixes on several goroutines), at most
+// maxPooledChunks long: the pool holds a few MiB at most, for as long as
+// the process lives. Not a sync.Pool: its per-P private slots hid a
+// chunk from the other Ps now and then, so that an allocator made on
+// another thread grew a fresh one.
 type chunkPool[T any] struct {
-	class [slabClasses]sync.Pool // of *[]T, slabFirst << i long, zeroed
+	mu    sync.Mutex
+	class [slabClasses][]*[]T // slabFirst << i long, zeroed
 }
+
+const maxPooledChunks = 16
 
 // classOf is the class of chunks n long, or -1 when no class has n.
 func classOf(n int) int {
@@ -117,9 +123,16 @@ func classOf(n int) int {
 
 func (p *chunkPool[T]) get(n int) *[]T {
 	if i := classOf(n); i >= 0 {
-		if c, ok := p.class[i].Get().(*[]T); ok {
+		p.mu.Lock()
+		l := p.class[i]
+		if k := len(l); k > 0 {
+			c := l[k-1]
+			l[k-1] = nil
+			p.class[i] = l[:k-1]
+			p.mu.Unlock()
 			return c
 		}
+		p.mu.Unlock()
 	}
 	c := make([]T, n)
 	return &c
@@ -127,7 +140,13 @@ func (p *chunkPool[T]) get(n int) *[]T {
 
 // put keeps c, zeroed.
 func (p *chunkPool[T]) put(c *[]T) {
-	if i := classOf(len(*c)); i >= 0 {
-		p.class[i].Put(c)
+	i := classOf(len(*c))
+	if i < 0 {
+		return
 	}
+	p.mu.Lock()
+	if len(p.class[i]) < maxPooledChunks {
+		p.class[i] = append(p.class[i], c)
+	}
+	p.mu.Unlock()
 }
