@@ -80,10 +80,15 @@ func (w *worker) step() error {
 }
 
 // delay returns the modelled device-call time since the last call of delay.
+// Small enough to inline: most events make no device call.
 func (w *worker) delay() time.Duration {
 	if w.m == nil || w.m.calls == w.callsSeen {
 		return 0
 	}
+	return w.delaySince()
+}
+
+func (w *worker) delaySince() time.Duration {
 	w.callsSeen = w.m.calls
 	t := w.proc.Total().Time
 	d := t - w.timeSeen
@@ -325,7 +330,9 @@ func (w *worker) event() error {
 			w.finish(d)
 			return nil
 		}
-		if err := w.next(); err != nil {
+		if w.bi+1 < len(w.batch) {
+			w.bi++ // next's own first case, without the call
+		} else if err := w.next(); err != nil {
 			if err == io.EOF {
 				w.finish(d)
 				return nil
