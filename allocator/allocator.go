@@ -120,6 +120,7 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 		large:  pool{statIdx: StatLarge},
 		events: make(map[Stream]*eventQueue),
 	}
+	a.blocks.pool, a.segs.pool = &blockChunks, &segmentChunks
 	a.vm, _ = dev.(VirtualMemory)
 	for _, o := range opts {
 		o(a)
@@ -152,6 +153,44 @@ func New(dev Device, cfg config.Config, opts ...Option) (*Allocator, error) {
 		}
 	}
 	return a, nil
+}
+
+// The Block and segment chunks of discarded allocators (slab.go).
+var (
+	blockChunks   chunkPool[Block]
+	segmentChunks chunkPool[segment]
+)
+
+// Discard ends the allocator's life, as a process exit ends its caching
+// allocator's: the memory of its Blocks, segments and free-set nodes goes
+// to the allocators made after it. The caller promises to use no *Block the allocator returned after
+// this; the allocator itself returns ErrDiscarded from every later
+// Malloc, Free, ProcessEvents and EmptyCache. The device memory it holds is
+// the caller's to release (its process's exit). Calling Discard is never
+// needed: it spares the collector the blocks of a simulation that starts
+// process after process (sim/workers).
+func (a *Allocator) Discard() {
+	if a.lock() {
+		defer a.mu.Unlock()
+	}
+	if a.fatal == ErrDiscarded {
+		return
+	}
+	a.fatal = ErrDiscarded
+	// Nothing of the allocator may reach a block that is another
+	// allocator's from now on.
+	for _, p := range a.pools {
+		p.free.discard()
+		p.free, p.unmapped = a.newFreeSet(), unmappedSet{}
+	}
+	a.segments, a.spare = nil, nil
+	a.events, a.eventStreams, a.pendingEvents = nil, nil, 0
+	if a.plan != nil {
+		a.plan.arena.free.discard()
+	}
+	a.life, a.stitch, a.plan = nil, nil, nil
+	a.blocks.discard()
+	a.segs.discard()
 }
 
 func (a *Allocator) validate(cfg *config.Config) error {

@@ -81,6 +81,7 @@ var (
 	ErrNotAllocated = errors.New("allocator: block is not allocated (double free or stale pointer)")
 	ErrForeignBlock = errors.New("allocator: block belongs to another allocator")
 	ErrUnsupported  = errors.New("allocator: unsupported setting")
+	ErrDiscarded    = errors.New("allocator: used after Discard")
 )
 
 // FormatSize renders bytes as PyTorch's format_size does: "n bytes" up to

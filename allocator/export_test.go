@@ -4,3 +4,18 @@ package allocator
 // bucket at once, keeping no hot blocks (freeset.go), for the tests that
 // compare the two.
 func WithColdFreeSets() Option { return func(a *Allocator) { a.coldFree = true } }
+
+// DrainChunkPools empties the pools of discarded allocators' chunks, so
+// that a test measures a fresh allocator's own.
+func DrainChunkPools() {
+	drain(&blockChunks)
+	drain(&segmentChunks)
+	drain(&bucketChunks)
+	drain(&sizeNodeChunks)
+}
+
+func drain[T any](p *chunkPool[T]) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	clear(p.class[:])
+}

@@ -70,7 +70,24 @@ type bucket struct {
 	inline [2]*Block
 }
 
-func (a *Allocator) newFreeSet() freeSet { return freeSet{cold: a.coldFree} }
+func (a *Allocator) newFreeSet() freeSet {
+	s := freeSet{cold: a.coldFree}
+	s.bks.pool, s.sizes.slab.pool = &bucketChunks, &sizeNodeChunks
+	return s
+}
+
+// The chunks of buckets and size nodes of discarded allocators (slab.go).
+var (
+	bucketChunks   chunkPool[bucket]
+	sizeNodeChunks chunkPool[sizeNode]
+)
+
+// discard hands the set's chunks to the allocators made after its own,
+// which was discarded (Allocator.Discard).
+func (s *freeSet) discard() {
+	s.bks.discard()
+	s.sizes.slab.discard()
+}
 
 // olderCap is how many blocks wait outside their buckets besides the
 // newest. Best fit looks at each of them, so more cost every malloc; in

@@ -1,5 +1,7 @@
 package allocator
 
+import "sync"
+
 // Blocks, segments and the free set's nodes come from slabs: chunks of
 // objects that one allocator (or one free set) carves up in order, so that
 // a process growing to its peak makes a handful of heap allocations, not
@@ -34,27 +36,117 @@ package allocator
 // is left to the collector with its chunk, since a policy (stitch's
 // lentTo) may still point at one.
 //
+// One exception: Allocator.Discard, the end of the allocator's life, takes
+// its Blocks' chunks back whole, zeroed, for the allocators made after it
+// (chunkPool, below). The caller promises that nothing holds a *Block of
+// the discarded allocator any more, so that rule above is the caller's
+// there; the discarded allocator itself refuses every later call and
+// drops its own references to its blocks.
+//
 // Chunks grow geometrically, from slabFirst objects to slabMax, so that a
 // small allocator (a test's, a restored snapshot's) stays small and a big
 // one makes few chunks.
 type slab[T any] struct {
 	chunk []T
 	next  int // the size of the next chunk
+	// pool, when set, is where chunks come from first and go back to at
+	// discard; made then lists every chunk this slab took, whole.
+	pool *chunkPool[T]
+	made []*[]T
 }
 
 const (
-	slabFirst = 32
-	slabMax   = 1024
+	slabFirst   = 32
+	slabMax     = 1024
+	slabClasses = 6 // slabFirst << i for i < slabClasses is slabMax at most
 )
 
 // get returns a zeroed object.
 func (s *slab[T]) get() *T {
 	if len(s.chunk) == 0 {
-		n := max(s.next, slabFirst)
-		s.chunk = make([]T, n)
-		s.next = min(2*n, slabMax)
+		s.refill()
 	}
 	p := &s.chunk[0]
 	s.chunk = s.chunk[1:]
 	return p
+}
+
+func (s *slab[T]) refill() {
+	n := max(s.next, slabFirst)
+	s.next = min(2*n, slabMax)
+	if s.pool == nil {
+		s.chunk = make([]T, n)
+		return
+	}
+	c := s.pool.get(n)
+	s.made = append(s.made, c)
+	s.chunk = *c
+}
+
+// discard zeroes every chunk the slab took and hands it back to its pool;
+// the slab is empty after, and no object it gave out may be used again.
+func (s *slab[T]) discard() {
+	for _, c := range s.made {
+		clear(*c)
+		s.pool.put(c)
+	}
+	clear(s.made)
+	s.chunk, s.next, s.made = nil, 0, s.made[:0]
+}
+
+// A chunkPool keeps the chunks of discarded slabs, zeroed, for the slabs
+// of allocators made after (Allocator.Discard): sim/workers starts four
+// fresh processes per run of the trial model, each growing its Blocks to
+// its peak, and those chunks were two thirds of the bytes a run
+// allocated, so they paced the collector. A list per chunk size, under a
+// lock (a sweep runs mixes on several goroutines), at most
+// maxPooledChunks long: the pool holds a few MiB at most, for as long as
+// the process lives. Not a sync.Pool: its per-P private slots hid a
+// chunk from the other Ps now and then, so that an allocator made on
+// another thread grew a fresh one.
+type chunkPool[T any] struct {
+	mu    sync.Mutex
+	class [slabClasses][]*[]T // slabFirst << i long, zeroed
+}
+
+const maxPooledChunks = 16
+
+// classOf is the class of chunks n long, or -1 when no class has n.
+func classOf(n int) int {
+	for i := range slabClasses {
+		if slabFirst<<i == n {
+			return i
+		}
+	}
+	return -1
+}
+
+func (p *chunkPool[T]) get(n int) *[]T {
+	if i := classOf(n); i >= 0 {
+		p.mu.Lock()
+		l := p.class[i]
+		if k := len(l); k > 0 {
+			c := l[k-1]
+			l[k-1] = nil
+			p.class[i] = l[:k-1]
+			p.mu.Unlock()
+			return c
+		}
+		p.mu.Unlock()
+	}
+	c := make([]T, n)
+	return &c
+}
+
+// put keeps c, zeroed.
+func (p *chunkPool[T]) put(c *[]T) {
+	i := classOf(len(*c))
+	if i < 0 {
+		return
+	}
+	p.mu.Lock()
+	if len(p.class[i]) < maxPooledChunks {
+		p.class[i] = append(p.class[i], c)
+	}
+	p.mu.Unlock()
 }

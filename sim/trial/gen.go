@@ -117,6 +117,9 @@ type gen struct {
 	buf     []trace.Event
 	costAt  []float64
 	costNow float64
+	// labeled lists the places in buf's array that mark gave a label
+	// since the reader was last released (pool.go drops those labels).
+	labeled []int
 
 	// arena.go: chunks the tensors, nodes, checkpoint segments and lists
 	// come from, and the joined site names.
@@ -174,6 +177,7 @@ func (g *gen) reset(s Spec) {
 		siteKeys:   old.siteKeys,
 		buf:        old.buf[:0],
 		costAt:     old.costAt[:0],
+		labeled:    old.labeled,
 		tslab:      old.tslab,
 		nslab:      old.nslab,
 		sslab:      old.sslab,
@@ -312,6 +316,7 @@ func (g *gen) emit(a trace.Action, t *tensor) {
 }
 
 func (g *gen) mark(a trace.Action, label string) {
+	g.labeled = append(g.labeled, len(g.buf))
 	g.buf = append(g.buf, trace.Event{Action: a, Label: label})
 	g.costAt = append(g.costAt, g.costNow)
 }

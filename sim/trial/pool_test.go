@@ -165,3 +165,33 @@ func TestReleasedReaderAllocations(t *testing.T) {
 	assert.Zero(t, a)
 	assert.Zero(t, b)
 }
+
+// A released reader keeps no event's label (the trial's and its markers'
+// strings): Release drops the labels mark wrote, not the whole buffer,
+// and the buffer must hold none after, whether the phases that wrote them
+// were overwritten since or not, nor after a second trial on the same
+// reader, nor after the buffer grew.
+func TestReleasedReaderKeepsNoLabels(t *testing.T) {
+	small := Spec{Model: tiny, Batch: 2, SeqLen: 16, Steps: 3, Precision: FP16}
+	big := small
+	big.Batch, big.Steps = 8, 12
+	r0, err := small.Reader()
+	require.NoError(t, err)
+	r := r0.(*reader)
+	labels := 0
+	for _, s := range []Spec{small, big, small} {
+		r.start(s)
+		var e trace.Event
+		for r.Next(&e) == nil {
+			if e.Label != "" {
+				labels++
+			}
+		}
+		r.Release()
+		for i, ev := range r.g.buf[:cap(r.g.buf)] {
+			require.Empty(t, ev.Label, "event %d of the released buffer", i)
+		}
+		require.Same(t, r, readers.get(), "the released reader is the pool's")
+	}
+	require.Greater(t, labels, 6)
+}

@@ -39,7 +39,21 @@ type reader struct {
 	steps    []string
 	evals    []string
 	released bool
+	// The phase in hand's times are stamped as its events are handed out,
+	// stampBatch at a time (stamp): stamped events from the start of the
+	// buffer have their TimeUS; those from lazyEnd on were stamped by fill.
+	// A phase's buffer is hundreds of KiB (a BERT-base micro-batch is
+	// thousands of events), far past the first-level cache, and stamping
+	// it whole in fill was a pass over it of its own between the
+	// generator's and the consumer's: now the stamp's touch of each event
+	// brings it into the cache for the consumer's read.
+	stamped, lazyEnd int
+	t0, dur, total   float64 // the phase's start, length and op cost
 }
+
+// stampBatch is the events stamped and handed out at once: 18 KiB of
+// them, well within a first-level data cache.
+const stampBatch = 64
 
 const maxMarkers = 1024
 
@@ -93,14 +107,17 @@ func (r *reader) Next(e *trace.Event) error {
 		}
 		r.fill()
 	}
+	if r.pos >= r.stamped {
+		r.stamp(r.pos + stampBatch)
+	}
 	copyEvent(e, &r.g.buf[r.pos])
 	r.pos++
 	return nil
 }
 
 // NextBatch returns the events not yet read, up to the end of the phase in
-// hand, or the whole next phase when those are read; io.EOF after the
-// last. The slice is the reader's own: its consumer reads it in place
+// hand, or the next phase's when those are read, at most stampBatch of
+// them; io.EOF after the last. The slice is the reader's own: its consumer reads it in place
 // (sim/workers: no copy and no interface call per event) and must not
 // keep or change it; it is valid until the next call of NextBatch, Next
 // or Release. Next and NextBatch may be mixed: each takes the events
@@ -113,9 +130,29 @@ func (r *reader) NextBatch() ([]trace.Event, error) {
 		}
 		r.fill()
 	}
-	b := r.g.buf[r.pos:]
-	r.pos = len(r.g.buf)
+	end := min(r.pos+stampBatch, len(r.g.buf))
+	if end > r.stamped {
+		r.stamp(end)
+	}
+	b := r.g.buf[r.pos:end]
+	r.pos = end
 	return b, nil
+}
+
+// stamp gives the phase's events up to end their times, as fill's loop
+// did: each is placed in the phase by the op cost before it.
+func (r *reader) stamp(end int) {
+	g := r.g
+	end = min(end, r.lazyEnd)
+	buf, costAt := g.buf[:end], g.costAt[:end]
+	for i := r.stamped; i < len(buf); i++ {
+		f := 0.0
+		if r.total > 0 {
+			f = costAt[i] / r.total
+		}
+		buf[i].TimeUS = int64(math.Floor(r.t0 + f*r.dur))
+	}
+	r.stamped = max(r.stamped, end)
 }
 
 // copyEvent sets *dst to *src field by field, storing the label only when
@@ -131,8 +168,9 @@ func copyEvent(dst, src *trace.Event) {
 	}
 }
 
-// fill generates the next phase's events and stamps their times: the phase
-// spans [clock, clock+phaseUS), each event placed by the op cost before it.
+// fill generates the next phase's events; their times are stamped as they
+// are handed out (stamp): the phase spans [clock, clock+phaseUS), each event
+// placed by the op cost before it.
 func (r *reader) fill() {
 	g := r.g
 	g.buf, g.costAt, g.costNow, r.pos = g.buf[:0], g.costAt[:0], 0, 0
@@ -162,14 +200,8 @@ func (r *reader) fill() {
 		g.teardown()
 	}
 	dur := r.s.phaseUS(p)
-	total := g.costNow
-	for i := range g.buf {
-		f := 0.0
-		if total > 0 {
-			f = g.costAt[i] / total
-		}
-		g.buf[i].TimeUS = int64(math.Floor(r.clock + f*dur))
-	}
+	r.t0, r.dur, r.total = r.clock, dur, g.costNow
+	r.stamped, r.lazyEnd = 0, len(g.buf)
 	r.clock += dur
 	if p.kind == phTeardown {
 		g.mark(trace.ActionTrialEnd, r.label)

@@ -105,6 +105,36 @@ func (s *scheduler) waitFor(w int, ns float64) {
 	s.wait.push(entry{key: s.now + ns, w: w})
 }
 
+// again is computeFor(w, ns) followed by next, when next would return w:
+// it says whether w's step after ns of compute is the earliest of all, and
+// then advances the clock to it exactly as next would have (the same
+// speed, the same arithmetic, the same tie rule), without w entering the
+// queue. When it is not, the clock is unchanged and the caller pushes.
+func (s *scheduler) again(w int, ns float64) bool {
+	key := s.v + ns
+	if n := s.compute.n; n > 0 {
+		if m := s.compute.e[n-1]; m.key < key || m.key == key && m.w < w {
+			return false
+		}
+	}
+	tc := s.now
+	if key != s.v {
+		// Else the division is of 0, and tc is now: most steps cost no
+		// compute (the events of one op share a time).
+		if n := s.compute.n + 1; s.spN != n+1 {
+			s.spN, s.sp = n+1, speed(n, s.share)
+		}
+		tc += (key - s.v) / s.sp
+	}
+	if n := s.wait.n; n > 0 {
+		if m := s.wait.e[n-1]; m.key < tc || m.key == tc && m.w < w {
+			return false
+		}
+	}
+	s.now, s.v = tc, key
+	return true
+}
+
 // computing is how many workers compute now.
 func (s *scheduler) computing() int { return s.compute.len() }
 

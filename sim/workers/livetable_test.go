@@ -59,6 +59,15 @@ func TestLiveTableAgreesWithAMap(t *testing.T) {
 			case 0, 1, 2:
 				tab.removeAt(i)
 				delete(want, a)
+				// The address just removed is absent; and present again
+				// once inserted again.
+				require.Less(t, tab.find(a), 0, "step %d", step)
+				if rng.IntN(3) == 0 {
+					e := &entry{b: &allocator.Block{}}
+					want[a] = e
+					tab.insert(a, e.b)
+					same(step, tab.find(a), e)
+				}
 			case 3, 4:
 				s := allocator.Stream(rng.IntN(3))
 				tab.addStream(i, s)
@@ -107,4 +116,67 @@ func TestLiveTableAgreesWithAMap(t *testing.T) {
 	require.Zero(t, tab.len())
 	require.Empty(t, tab.side)
 	require.Less(t, tab.find(0x7f0000000000), 0)
+}
+
+// TestLiveTableGrowingAddresses is the trial model's pattern, which the
+// table's two probe-free answers (an address above all held, the one last
+// removed) serve: addresses that only grow within a task, freed in any
+// order, each free looked up again (its free_completed) and the table
+// emptied between tasks, whose addresses start low again; with, now and
+// then, an old address allocated again right after its free, as a
+// recorded trace may. Checked against a map after every step.
+func TestLiveTableGrowingAddresses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var tab liveTable
+	want := map[uint64]*allocator.Block{}
+	check := func(step int, a uint64) {
+		i := tab.find(a)
+		b, ok := want[a]
+		require.Equal(t, ok, i >= 0, "step %d: find(%#x)", step, a)
+		if ok {
+			require.Same(t, b, tab.block(i), "step %d", step)
+		}
+	}
+	for task := 0; task < 20; task++ {
+		next := uint64(0x7f0000000000)
+		var held []uint64
+		for step := 0; step < 3000; step++ {
+			if len(held) == 0 || rng.IntN(5) < 3 {
+				check(step, next)
+				b := &allocator.Block{}
+				tab.insert(next, b)
+				want[next] = b
+				held = append(held, next)
+				next += uint64(rng.IntN(4)+1) * 512
+				continue
+			}
+			k := rng.IntN(len(held))
+			a := held[k]
+			held[k] = held[len(held)-1]
+			held = held[:len(held)-1]
+			i := tab.find(a)
+			require.GreaterOrEqual(t, i, 0, "step %d", step)
+			tab.removeAt(i)
+			delete(want, a)
+			check(step, a) // the free_completed
+			if rng.IntN(10) == 0 {
+				check(step, a)
+				b := &allocator.Block{}
+				tab.insert(a, b) // the address again, below the greatest
+				want[a] = b
+				held = append(held, a)
+				check(step, a)
+			}
+			if len(held) > 0 {
+				check(step, held[rng.IntN(len(held))])
+			}
+			check(step, next)
+		}
+		for _, a := range held {
+			tab.removeAt(tab.find(a))
+			delete(want, a)
+			check(0, a)
+		}
+		require.Zero(t, tab.len())
+	}
 }

@@ -80,10 +80,15 @@ func (w *worker) step() error {
 }
 
 // delay returns the modelled device-call time since the last call of delay.
+// Small enough to inline: most events make no device call.
 func (w *worker) delay() time.Duration {
 	if w.m == nil || w.m.calls == w.callsSeen {
 		return 0
 	}
+	return w.delaySince()
+}
+
+func (w *worker) delaySince() time.Duration {
 	w.callsSeen = w.m.calls
 	t := w.proc.Total().Time
 	d := t - w.timeSeen
@@ -186,7 +191,11 @@ func (w *worker) spawn() error {
 	return nil
 }
 
-// exit ends the worker's process (process exit frees all it held).
+// exit ends the worker's process (process exit frees all it held). The
+// allocator is discarded once the live table has let go of its blocks: the
+// next process's allocator takes their memory (two thirds of the bytes a
+// trial-model run allocated, and so what paced the collector, were the
+// Blocks of each run's fresh processes).
 func (w *worker) exit() {
 	if w.proc == nil {
 		return
@@ -194,11 +203,19 @@ func (w *worker) exit() {
 	w.proc.Close()
 	w.r.procs--
 	w.r.observe()
-	w.proc, w.m, w.a = nil, nil, nil
 	w.live.reset()
+	w.a.Discard()
+	if discarded != nil {
+		discarded(w.a)
+	}
+	w.proc, w.m, w.a = nil, nil, nil
 	w.r.live -= w.liveBytes
 	w.liveBytes = 0
 }
+
+// discarded, when set (the tests: export_test.go), is shown each exited
+// process's allocator.
+var discarded func(*allocator.Allocator)
 
 // batchReader is a reader that hands out its events in place, in slices
 // valid until its next call (sim/trial's NextBatch).
@@ -272,66 +289,79 @@ func (w *worker) badInput(i int64, err error) error {
 	return fmt.Errorf("workers: task %d (%s): event %d: %w", w.task.ID, w.task.Label, i, err)
 }
 
-// event applies the buffered event and reads the next.
+// event applies the buffered event and reads the next, and goes on with
+// the next while the clock would take this worker again at once (most
+// events: the same op's, or a free's two, share a time): that skips a
+// push and a pop of the clock's queues and a step's dispatch per event.
 func (w *worker) event() error {
 	r := w.r
-	if f := w.fault; f != nil && f.AtEvent == w.res.Events {
-		w.proc.InjectStickyError(f.Name)
-		// The trainer's next CUDA call reports it.
-		_, _, err := w.m.MemGetInfo()
-		w.res.Outcome = Failed
-		w.res.Err = err.Error()
-		d := w.delay()
-		w.res.DeviceTime += d
-		w.finish(d)
-		return nil
-	}
-	err := w.apply(w.cur())
-	w.res.Events++
-	r.sum.Events++
-	d := w.delay()
-	w.res.DeviceTime += d
-	if r.o.Timeline != nil {
-		r.o.Timeline(r.nowD(), r.used)
-	}
-	if err != nil {
-		var oom *allocator.OutOfMemoryError
-		switch {
-		case errors.As(err, &oom):
-			w.res.Outcome = PrunedOOM
-			w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
-		case errors.Is(err, allocator.ErrFatal):
+	for {
+		if f := w.fault; f != nil && f.AtEvent == w.res.Events {
+			w.proc.InjectStickyError(f.Name)
+			// The trainer's next CUDA call reports it.
+			_, _, err := w.m.MemGetInfo()
 			w.res.Outcome = Failed
-		default:
-			return w.badInput(w.res.Events-1, err)
-		}
-		w.res.Err = err.Error()
-		w.finish(d)
-		return nil
-	}
-	if err := w.next(); err != nil {
-		if err == io.EOF {
+			w.res.Err = err.Error()
+			d := w.delay()
+			w.res.DeviceTime += d
 			w.finish(d)
 			return nil
 		}
-		return w.badInput(w.res.Events, err)
+		err := w.apply(w.cur())
+		w.res.Events++
+		r.sum.Events++
+		d := w.delay()
+		w.res.DeviceTime += d
+		if r.o.Timeline != nil {
+			r.o.Timeline(r.nowD(), r.used)
+		}
+		if err != nil {
+			var oom *allocator.OutOfMemoryError
+			switch {
+			case errors.As(err, &oom):
+				w.res.Outcome = PrunedOOM
+				w.res.UnallocatedAtOOM = oom.Reserved - oom.Allocated
+			case errors.Is(err, allocator.ErrFatal):
+				w.res.Outcome = Failed
+			default:
+				return w.badInput(w.res.Events-1, err)
+			}
+			w.res.Err = err.Error()
+			w.finish(d)
+			return nil
+		}
+		if w.bi+1 < len(w.batch) {
+			w.bi++ // next's own first case, without the call
+		} else if err := w.next(); err != nil {
+			if err == io.EOF {
+				w.finish(d)
+				return nil
+			}
+			return w.badInput(w.res.Events, err)
+		}
+		t := w.cur().TimeUS - w.base
+		compute := float64(0)
+		if t > w.last {
+			// Times that go backwards (merged streams, clock steps) cost
+			// nothing rather than a negative compute.
+			compute = float64(t-w.last) * float64(time.Microsecond)
+			w.last = t
+		}
+		if d > 0 {
+			w.pending = compute
+			w.phase = phaseResume
+			r.clock.waitFor(w.id, float64(d))
+			return nil
+		}
+		if !r.clock.again(w.id, compute) {
+			r.clock.computeFor(w.id, compute)
+			return nil
+		}
+		// This worker's next step, as the run's loop would have taken it.
+		if checkInvariants {
+			r.checkParked()
+		}
 	}
-	t := w.cur().TimeUS - w.base
-	compute := float64(0)
-	if t > w.last {
-		// Times that go backwards (merged streams, clock steps) cost
-		// nothing rather than a negative compute.
-		compute = float64(t-w.last) * float64(time.Microsecond)
-		w.last = t
-	}
-	if d > 0 {
-		w.pending = compute
-		w.phase = phaseResume
-		r.clock.waitFor(w.id, float64(d))
-		return nil
-	}
-	r.clock.computeFor(w.id, compute)
-	return nil
 }
 
 // finish ends the task's events; its end step comes after d of device time.

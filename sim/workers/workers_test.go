@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/memreplay/memreplay/allocator"
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/workers"
@@ -247,6 +248,26 @@ func TestResetEveryStartsFreshProcesses(t *testing.T) {
 	assert.Equal(t, 2, sum.Restarts)
 	assert.Equal(t, gpu.DefaultContextOverhead+64*miB, sum.PeakDeviceUsed, "one process at a time: the old one exits first")
 	assert.Equal(t, 64*miB, sum.PeakReserved, "contexts excluded")
+}
+
+// Every process that exits (a reset, the run's end) has its allocator
+// discarded, so that the next process's allocator takes its Blocks'
+// memory (allocator.Discard); the results are those of TestResetEvery
+// above, which reads the processes' figures after their exits.
+func TestExitedProcessesAreDiscarded(t *testing.T) {
+	tr := simple("t", time.Millisecond, 64*miB)
+	var gone []*allocator.Allocator
+	defer workers.OnDiscard(func(a *allocator.Allocator) { gone = append(gone, a) })()
+	_, err := workers.Run(workers.Options{
+		GPU: gpu.Options{Capacity: 2 * giB}, Workers: 1, Policy: workers.Policy{ResetEvery: 2},
+		Next: queue([]*trace.Trace{tr, tr, tr, tr, tr}),
+	})
+	require.NoError(t, err)
+	require.Len(t, gone, 3, "three processes, each exited")
+	for _, a := range gone {
+		_, err := a.Malloc(miB, 0)
+		assert.ErrorIs(t, err, allocator.ErrDiscarded)
+	}
 }
 
 func TestEmptyCacheBetweenTrialsReleasesTheCache(t *testing.T) {
