@@ -14,6 +14,7 @@ import (
 // profile. Call it after the replay; calling it again returns a fresh
 // profile of the same state.
 func (p *Profiler) Finish() *Profile {
+	p.syncPos()
 	if p.bounds != nil {
 		// Still not known: the bounds' length if they met since the last
 		// sample, else the events replayed (a replay the caller drops).

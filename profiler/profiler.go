@@ -56,6 +56,13 @@ type Profiler struct {
 	// open is the device whose last Free has not been seen to complete
 	// yet (see devState.lastFree).
 	open *devState
+	// pos is the replay's position under GateSteps (nil when every event
+	// is stepped); due the least index whose Step the replay must call:
+	// nextSample, or -1 while stepWork or open is set. Whatever sets one
+	// of those lowers due with it (a Step then comes at the end of the
+	// event, as it always did); Step raises it again.
+	pos *replay.Position
+	due int64
 
 	// totalPending: the state at the total peak is still to be
 	// reconstructed, from every device's log since its totalMark.
@@ -281,6 +288,7 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 	if opts.DetailEvents > 0 {
 		p.detail = newDetail(opts.DetailEvents, opts.ExpectedEvents)
 		p.stepWork = true
+		p.due = -1
 	}
 	if n := opts.ExpectedEvents; n > 0 {
 		p.spaceFor(n)
@@ -352,7 +360,7 @@ func (p *Profiler) Attach(device int32, a *allocator.Allocator, proc replay.Proc
 	// Segments restored before the first event, or any that exist
 	// already, emit no observer entries.
 	d.syncPending = true
-	p.anySync, p.stepWork = true, true
+	p.anySync, p.stepWork, p.due = true, true, -1
 }
 
 // observed are the actions observe acts on. An alloc is reported by
@@ -408,7 +416,7 @@ func (d *devState) observe(e allocator.TraceEntry) {
 		if d.watch {
 			return
 		}
-		d.wantWatch, p.stepWork = true, true
+		d.wantWatch, p.stepWork, p.due = true, true, -1
 		if e.Addr == d.lastFree.addr && e.Stream != d.lastFree.stream {
 			// The block of the Free just reported is now used on
 			// another stream: its free waits (see observed).
@@ -429,8 +437,9 @@ func (d *devState) observe(e allocator.TraceEntry) {
 		}
 	case allocator.ActionSegmentAlloc, allocator.ActionSegmentMap:
 		d.closeFree()
-		d.addReserved(e.Size, p.cur)
-		p.total.addReserved(e.Size, p.cur)
+		now := p.now()
+		d.addReserved(e.Size, now)
+		p.total.addReserved(e.Size, now)
 		if d.syncPending {
 			d.obsNet += int64(e.Size)
 		}
@@ -442,7 +451,7 @@ func (d *devState) observe(e allocator.TraceEntry) {
 	case allocator.ActionSegmentFree, allocator.ActionSegmentUnmap:
 		// A retry follows the release of the whole cache; the count is
 		// read after the event (the observer may not call the allocator).
-		d.retryCheck, p.retryCheck, p.stepWork = true, true, true
+		d.retryCheck, p.retryCheck, p.stepWork, p.due = true, true, true, -1
 		d.closeFree()
 		d.reserved = sub(d.reserved, e.Size)
 		p.total.reserved = sub(p.total.reserved, e.Size)
@@ -485,8 +494,9 @@ func (p *Profiler) syncReserved(d *devState) {
 	d.noteReserved(-1)
 	p.total.noteReserved(-1)
 	d.setReserved(uint64(cur))
-	d.noteReserved(p.cur)
-	p.total.noteReserved(p.cur)
+	now := p.now()
+	d.noteReserved(now)
+	p.total.noteReserved(now)
 }
 
 // setReserved sets a device's reserved bytes and the total with them.
@@ -607,7 +617,7 @@ func (p *Profiler) Free(device int32, index int64, b *allocator.Block, stack tra
 	d.lastFree.addr, d.lastFree.size = addr, size
 	if d.watch {
 		d.lastFreeOpen = true
-		p.open = d
+		p.open, p.due = d, -1
 	} else {
 		// Returned to its pool within the free, unless the replay
 		// records a stream use on it first (observe): lastFree is kept
@@ -699,7 +709,7 @@ func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryErro
 	}
 	p.settle(d, index)
 	// A failed retry releases nothing when nothing was cached.
-	d.retryCheck, p.retryCheck, p.stepWork = true, true, true
+	d.retryCheck, p.retryCheck, p.stepWork, p.due = true, true, true, -1
 	if len(p.ooms) >= p.opts.MaxOOMs {
 		p.oomsDropped++
 		return
@@ -737,14 +747,47 @@ func (p *Profiler) Step(index int64, e *trace.Event) {
 		p.lastTime = e.TimeUS
 	}
 	if p.open == nil && !p.stepWork && index < p.nextSample {
+		p.due = p.nextSample
 		return
 	}
 	p.stepSlow(index)
 }
 
+// GateSteps implements replay.StepGate: the replay calls Step only from
+// index due on, and keeps the index and the latest time in pos, which
+// the profiler reads instead (now, stepSlow, Finish). Step has work only
+// at a sample or after an event that left some (stepWork, open), so most
+// events need no call (issue 19).
+func (p *Profiler) GateSteps(pos *replay.Position) (due *int64) {
+	p.pos, p.due = pos, -1
+	return &p.due
+}
+
+// now is the index that dates an observer's entry: the event being
+// replayed. cur is set by every Step and hook; under GateSteps the
+// replay's position is later when the events since the last Step or hook
+// had none (both only grow, so the later is the larger).
+func (p *Profiler) now() int64 {
+	if p.pos != nil {
+		return max(p.cur, p.pos.Next)
+	}
+	return p.cur
+}
+
+// syncPos takes what the replay's position holds that the Steps the
+// replay did not call would have kept.
+func (p *Profiler) syncPos() {
+	if p.pos != nil {
+		p.events = max(p.events, p.pos.Next)
+		p.cur = max(p.cur, p.pos.Next)
+		p.lastTime = p.pos.TimeUS
+	}
+}
+
 // stepSlow is the rest of Step, in its order (the time is kept first: none
 // of closeFree and syncReserved reads it).
 func (p *Profiler) stepSlow(index int64) {
+	p.syncPos()
 	if p.open != nil {
 		p.open.closeFree()
 	}
@@ -771,6 +814,10 @@ func (p *Profiler) stepSlow(index int64) {
 	p.stepWork = p.detail != nil
 	if index >= p.nextSample {
 		p.sample(index)
+	}
+	p.due = p.nextSample
+	if p.stepWork || p.open != nil {
+		p.due = -1
 	}
 }
 

@@ -33,3 +33,28 @@ type Recorder interface {
 	// Step is called after each event, with the event.
 	Step(index int64, e *trace.Event)
 }
+
+// StepGate is an optional interface of a Recorder whose Step has work to
+// do only at some events (the profiler: at its timeline's samples, and
+// after an event that left it something to settle). The replay then calls
+// Step only where it is due, and keeps what Step would otherwise have been
+// told (the index and the latest time) in a Position the recorder reads:
+// a call per event was most of the profiler's Step cost (issue 19).
+type StepGate interface {
+	// GateSteps is called once, before the first Attach. From then on the
+	// replay keeps *pos up to date after each event it would report to
+	// Step, and calls Step(index, e) only when index >= *due, reading *due
+	// afresh before each call (a Step, a hook or an observer entry may
+	// lower it; lowering it to -1 makes the next event's Step due).
+	GateSteps(pos *Position) (due *int64)
+}
+
+// Position is where a replay with a StepGate recorder stands, as Step
+// would have been told.
+type Position struct {
+	// Next is one past the index of the last event reported, or to be
+	// reported, to Step (events of skipped devices are not).
+	Next int64
+	// TimeUS is the latest non-zero recorded time of those events.
+	TimeUS int64
+}

@@ -151,6 +151,10 @@ func Run(r trace.Reader, opts Options) (*Result, error) {
 		rp.res.Policy = opts.Policy.Name()
 	}
 	rp.inputs, _ = opts.Recorder.(inputRecorder)
+	rp.stepDue = &rp.everyStep
+	if g, ok := opts.Recorder.(StepGate); ok {
+		rp.stepDue = g.GateSteps(&rp.pos)
+	}
 	rp.batch, _ = r.(trace.BatchReader)
 	if err := rp.setup(); err != nil {
 		return nil, err
@@ -201,6 +205,12 @@ type replayer struct {
 	consumed    *trace.Event
 	consumedIdx int64
 	hasConsumed bool
+	// stepDue is the least index whose event the recorder's Step is
+	// called for: everyStep (0) unless the recorder is a StepGate, which
+	// reads pos instead of being told every event.
+	stepDue   *int64
+	everyStep int64
+	pos       Position
 	check       *CheckResult
 	// inputs is opts.Recorder when it records the replay as a trace
 	// (ReplayRecorder): told the inputs the replay applies or makes up.
@@ -557,9 +567,15 @@ func (rp *replayer) loop() error {
 			return err
 		}
 		if rec := rp.opts.Recorder; rec != nil {
-			rec.Step(idx, e)
+			rp.pos.Next = idx + 1
+			if t := e.TimeUS; t != 0 {
+				rp.pos.TimeUS = t
+			}
+			if idx >= *rp.stepDue {
+				rec.Step(idx, e)
+			}
 			if rp.hasConsumed {
-				rec.Step(rp.consumedIdx, rp.consumed)
+				rp.stepConsumed(rec)
 			}
 		}
 		rp.hasConsumed = false
@@ -568,6 +584,19 @@ func (rp *replayer) loop() error {
 			rp.res.StoppedAt = idx
 			return nil
 		}
+	}
+}
+
+// stepConsumed reports the free_completed that the event took with it,
+// after the event itself (see loop).
+func (rp *replayer) stepConsumed(rec Recorder) {
+	c := rp.consumed
+	rp.pos.Next = rp.consumedIdx + 1
+	if t := c.TimeUS; t != 0 {
+		rp.pos.TimeUS = t
+	}
+	if rp.consumedIdx >= *rp.stepDue {
+		rec.Step(rp.consumedIdx, c)
 	}
 }
 
