@@ -211,7 +211,7 @@ type replayer struct {
 	stepDue   *int64
 	everyStep int64
 	pos       Position
-	check       *CheckResult
+	check     *CheckResult
 	// inputs is opts.Recorder when it records the replay as a trace
 	// (ReplayRecorder): told the inputs the replay applies or makes up.
 	inputs inputRecorder
