@@ -199,12 +199,12 @@ type replayer struct {
 	batch trace.BatchReader
 	eof   bool
 	rerr  error // a read error, returned once the events before it are replayed
-	n     int64 // events read so far
-	// consumed is the free_completed a free_requested took with it, to be
-	// reported to the recorder after its free_requested.
-	consumed    *trace.Event
-	consumedIdx int64
-	hasConsumed bool
+	// n counts the events read so far. An event that took the next one
+	// with it (consume: a free_requested its free_completed) leaves n one
+	// further and that event at buf[ahead-1], which is how the loop knows
+	// to report it to the recorder after its own (no flag or pointer to
+	// keep on every event: issue 19).
+	n int64
 	// stepDue is the least index whose event the recorder's Step is
 	// called for: everyStep (0) unless the recorder is a StepGate, which
 	// reads pos instead of being told every event.
@@ -477,16 +477,12 @@ func (rp *replayer) peekNext() (*trace.Event, error) {
 }
 
 // consume takes the next event (which peek has returned) as handled by
-// the current one.
+// the current one; an event consumes at most one.
 func (rp *replayer) consume() {
 	if rp.ahead == len(rp.buf) && !rp.more() {
 		return
 	}
-	k := rp.ahead
-	rp.consumed = &rp.buf[k]
-	rp.ahead = k + 1
-	rp.consumedIdx = rp.n
-	rp.hasConsumed = true
+	rp.ahead++
 	rp.n++
 }
 
@@ -574,29 +570,25 @@ func (rp *replayer) loop() error {
 			if idx >= *rp.stepDue {
 				rec.Step(idx, e)
 			}
-			if rp.hasConsumed {
-				rp.stepConsumed(rec)
+			if ci := idx + 1; rp.n != ci {
+				// The free_completed the event took with it (see n),
+				// after the event (written out: a call cost more than
+				// the rest of it).
+				c := &rp.buf[rp.ahead-1]
+				rp.pos.Next = ci + 1
+				if t := c.TimeUS; t != 0 {
+					rp.pos.TimeUS = t
+				}
+				if ci >= *rp.stepDue {
+					rec.Step(ci, c)
+				}
 			}
 		}
-		rp.hasConsumed = false
 		if stop {
 			rp.res.Stopped = true
 			rp.res.StoppedAt = idx
 			return nil
 		}
-	}
-}
-
-// stepConsumed reports the free_completed that the event took with it,
-// after the event itself (see loop).
-func (rp *replayer) stepConsumed(rec Recorder) {
-	c := rp.consumed
-	rp.pos.Next = rp.consumedIdx + 1
-	if t := c.TimeUS; t != 0 {
-		rp.pos.TimeUS = t
-	}
-	if rp.consumedIdx >= *rp.stepDue {
-		rec.Step(rp.consumedIdx, c)
 	}
 }
 
@@ -910,7 +902,38 @@ func (d *devState) drain(idx int64) {
 }
 
 // event replays one event; stop asks the loop to end (OOMStop).
+//
+// An alloc and a free_requested (with the free_completed it takes with it,
+// every event of a training trace) take a path of their own while no trial
+// is skipped and no empty_cache is inferred: eventSlow's steps for them,
+// without its tests for the other actions (issue 19).
 func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
+	if !d.skipping && !d.rp.infer {
+		switch e.Action {
+		case trace.ActionAlloc:
+			d.curInput = idx
+			stop, err = d.alloc(idx, e)
+			if len(d.deferred) > 0 && err == nil {
+				err = d.completeDeferred(idx)
+			}
+			if d.expectIdx < len(d.expect) {
+				d.drain(idx)
+			}
+			return stop, err
+		case trace.ActionFreeRequested:
+			d.curInput = idx
+			err = d.freeRequested(idx, e)
+			if d.expectIdx < len(d.expect) {
+				d.drain(idx)
+			}
+			return false, err
+		}
+	}
+	return d.eventSlow(idx, e)
+}
+
+// eventSlow is event for every action and state.
+func (d *devState) eventSlow(idx int64, e *trace.Event) (stop bool, err error) {
 	if e.Action.IsDecision() {
 		if d.skipping {
 			return false, nil
@@ -1260,29 +1283,46 @@ func (d *devState) freeRequested(idx int64, e *trace.Event) error {
 		d.skipCompletion(e)
 		return nil
 	}
-	lb := *d.live.at(ref)
-	if lb.pending {
+	// The block is read in place (a copy of it cost more than the rest
+	// of the usual pair's work here); nothing changes the table before
+	// the paths that do copy it.
+	lp := d.live.at(ref)
+	if lp.pending {
 		return d.rp.bad(idx, fmt.Sprintf("double free of %#x (freed before, not yet completed)", e.Addr))
 	}
+	b := lp.b
 	if rec := d.rp.opts.Recorder; rec != nil {
-		rec.Free(d.index, idx, lb.b, lb.stack)
+		rec.Free(d.index, idx, b, lp.stack)
 	}
-	if lb.exact {
-		lb.pending = true
-		d.live.put(ref, e.Addr, lb)
-		if err := d.a.Free(lb.b); err != nil {
+	if lp.exact {
+		lp.pending = true
+		if err := d.a.Free(b); err != nil {
 			return fmt.Errorf("replay: event %d: %w", idx, err)
 		}
 		return nil
 	}
+	rp := d.rp
 	var nx *trace.Event
 	var err error
-	if k := d.rp.ahead; k < len(d.rp.buf) { // peekNext, written out (see loop)
-		nx = &d.rp.buf[k]
-	} else if nx, err = d.rp.peek(0); err != nil {
+	if k := rp.ahead; k < len(rp.buf) { // peekNext, written out (see loop)
+		nx = &rp.buf[k]
+	} else if nx, err = rp.peek(0); err != nil {
 		return err
 	}
 	pair := nx != nil && nx.Action == trace.ActionFreeCompleted && nx.Device == e.Device && nx.Addr == e.Addr
+	if pair && !rp.infer {
+		// The usual case: the block returns to its pool at once, and
+		// the free_completed, nx = buf[ahead], is consumed (consume,
+		// written out).
+		d.live.remove(ref, e.Addr)
+		if err := d.a.Free(b); err != nil {
+			return fmt.Errorf("replay: event %d: %w", idx, err)
+		}
+		rp.ahead++
+		rp.n++
+		return nil
+	}
+	lb := *lp
 	if pair && d.rp.infer {
 		// Even a free_completed right after its request may be the
 		// synchronisation of the next malloc (see completedBySync).
