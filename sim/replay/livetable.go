@@ -24,6 +24,7 @@ type liveTable struct {
 	n     int
 	shift uint8
 	ver   uint64 // bumped by every change to the slots
+	limit int    // the most entries the slots hold without being full
 }
 
 type liveSlot struct {
@@ -106,6 +107,10 @@ func (t *liveTable) probe(addr uint64) liveRef {
 
 func (t *liveTable) init(size int) {
 	t.slots = make([]liveSlot, size)
+	t.limit = size / 4
+	if size > liveDenseSlots {
+		t.limit = size / 2
+	}
 	t.shift = uint8(64 - bitsOf(size))
 	t.n = 0
 	t.ver++
@@ -156,6 +161,10 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 // stack with narrow stores and handed to put is copied with wide loads,
 // which wait for those stores (a store-forwarding stall that put paid on
 // every alloc).
+//
+// The replay's alloc writes out slot's usual case (a new address, the
+// table unchanged since r and with room to spare: n < limit): slot is
+// over the inlining budget and its call was a third of its cost.
 func (t *liveTable) slot(r liveRef, addr uint64) *liveBlock {
 	if r.ver != t.ver {
 		r = t.find(addr)

@@ -1170,7 +1170,16 @@ func (d *devState) alloc(idx int64, e *trace.Event) (bool, error) {
 				fmt.Sprintf("alloc at %#x", b.Addr()))
 		}
 	}
-	lb := d.live.slot(ref, e.Addr)
+	var lb *liveBlock
+	if t := &d.live; ref.ver == t.ver && t.n < t.limit {
+		s := &t.slots[ref.i] // slot's usual case, written out (see slot)
+		s.addr, s.full = e.Addr, true
+		t.n++
+		t.ver++
+		lb = &s.lb
+	} else {
+		lb = d.live.slot(ref, e.Addr)
+	}
 	lb.b, lb.stack, lb.trial, lb.at = b, e.Stack, d.trial, idx
 	lb.synth, lb.pending, lb.exact = 0, false, false
 	if d.failed != nil {
