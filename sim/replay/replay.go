@@ -316,7 +316,7 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		info := ds.Info()
 		capacity, source, name, measured = info.Capacity, info.CapacitySource, info.Name, info.MeasuredTime
 	}
-	d := &devState{rp: rp, index: i, proc: proc,
+	d := &devState{rp: rp, index: i, proc: proc, fast: !rp.infer,
 		capacity: capacity, capacitySource: source, name: name, measured: measured}
 	if source == SourceUnknown {
 		d.unusedCapacity = rp.unusedCapacity(i)
@@ -558,36 +558,72 @@ func (rp *replayer) loop() error {
 				rp.allocsRead++
 			}
 		}
-		stop, err := d.event(idx, e)
+		// The event: the usual alloc and free_requested here, with
+		// event's steps for them (see devState.fast), the rest in event.
+		var stop bool
+		switch a := e.Action; {
+		case a == trace.ActionAlloc && d.fast:
+			d.curInput = idx
+			stop, err = d.alloc(idx, e)
+			if len(d.deferred) > 0 && err == nil {
+				err = d.completeDeferred(idx)
+			}
+			if d.expectIdx < len(d.expect) {
+				d.drain(idx)
+			}
+		case a == trace.ActionFreeRequested && d.fast:
+			d.curInput = idx
+			err = d.freeRequested(idx, e)
+			if d.expectIdx < len(d.expect) {
+				d.drain(idx)
+			}
+		default:
+			stop, err = d.event(idx, e)
+		}
 		if err != nil {
 			return err
 		}
 		if rec := rp.opts.Recorder; rec != nil {
-			rp.pos.Next = idx + 1
-			if t := e.TimeUS; t != 0 {
-				rp.pos.TimeUS = t
-			}
-			if idx >= *rp.stepDue {
-				rec.Step(idx, e)
-			}
-			if ci := idx + 1; rp.n != ci {
-				// The free_completed the event took with it (see n),
-				// after the event (written out: a call cost more than
-				// the rest of it).
-				c := &rp.buf[rp.ahead-1]
-				rp.pos.Next = ci + 1
-				if t := c.TimeUS; t != 0 {
+			if n := rp.n; n <= *rp.stepDue {
+				// Neither the event nor the one it consumed (see
+				// n) is due: only the position moves, to the
+				// later's index and latest time.
+				rp.pos.Next = n
+				if t := rp.buf[rp.ahead-1].TimeUS; t != 0 {
+					rp.pos.TimeUS = t
+				} else if t := e.TimeUS; t != 0 {
 					rp.pos.TimeUS = t
 				}
-				if ci >= *rp.stepDue {
-					rec.Step(ci, c)
-				}
+			} else {
+				rp.step(rec, idx, e)
 			}
 		}
 		if stop {
 			rp.res.Stopped = true
 			rp.res.StoppedAt = idx
 			return nil
+		}
+	}
+}
+
+// step reports the event at idx to the recorder, and after it the one it
+// consumed, if any (see n): each moves the position and is stepped if due.
+func (rp *replayer) step(rec Recorder, idx int64, e *trace.Event) {
+	rp.pos.Next = idx + 1
+	if t := e.TimeUS; t != 0 {
+		rp.pos.TimeUS = t
+	}
+	if idx >= *rp.stepDue {
+		rec.Step(idx, e)
+	}
+	if ci := idx + 1; rp.n != ci {
+		c := &rp.buf[rp.ahead-1]
+		rp.pos.Next = ci + 1
+		if t := c.TimeUS; t != 0 {
+			rp.pos.TimeUS = t
+		}
+		if ci >= *rp.stepDue {
+			rec.Step(ci, c)
 		}
 	}
 }
@@ -782,6 +818,11 @@ type devState struct {
 	trial    int32 // current trial number (0 before any trial marker)
 	trials   int32
 	skipping bool // the OOM policy dropped the current trial
+	// fast: neither skipping nor inferring empty_cache (rp.infer), so
+	// the loop replays an alloc or a free_requested itself, with event's
+	// steps for them and without its tests for the other actions or its
+	// call (issue 19).
+	fast bool
 
 	// deferred are the private streams of blocks whose free_completed the
 	// recording's synchronisation caused: the replayed allocator's own
@@ -901,39 +942,9 @@ func (d *devState) drain(idx int64) {
 	}
 }
 
-// event replays one event; stop asks the loop to end (OOMStop).
-//
-// An alloc and a free_requested (with the free_completed it takes with it,
-// every event of a training trace) take a path of their own while no trial
-// is skipped and no empty_cache is inferred: eventSlow's steps for them,
-// without its tests for the other actions (issue 19).
+// event replays one event; stop asks the loop to end (OOMStop). The
+// loop replays the usual alloc and free_requested itself (devState.fast).
 func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
-	if !d.skipping && !d.rp.infer {
-		switch e.Action {
-		case trace.ActionAlloc:
-			d.curInput = idx
-			stop, err = d.alloc(idx, e)
-			if len(d.deferred) > 0 && err == nil {
-				err = d.completeDeferred(idx)
-			}
-			if d.expectIdx < len(d.expect) {
-				d.drain(idx)
-			}
-			return stop, err
-		case trace.ActionFreeRequested:
-			d.curInput = idx
-			err = d.freeRequested(idx, e)
-			if d.expectIdx < len(d.expect) {
-				d.drain(idx)
-			}
-			return false, err
-		}
-	}
-	return d.eventSlow(idx, e)
-}
-
-// eventSlow is event for every action and state.
-func (d *devState) eventSlow(idx int64, e *trace.Event) (stop bool, err error) {
 	if e.Action.IsDecision() {
 		if d.skipping {
 			return false, nil
@@ -945,7 +956,7 @@ func (d *devState) eventSlow(idx int64, e *trace.Event) (stop bool, err error) {
 	}
 	if d.skipping {
 		if e.Action == trace.ActionTrialStart {
-			d.skipping = false
+			d.skipping, d.fast = false, !d.rp.infer
 		} else {
 			d.rp.res.Skipped++
 			return false, nil
@@ -1245,7 +1256,7 @@ func (d *devState) dropTrial(idx int64) error {
 	if err := d.a.ProcessEvents(); err != nil {
 		return fmt.Errorf("replay: event %d: dropping trial: %w", idx, err)
 	}
-	d.skipping = true
+	d.skipping, d.fast = true, false
 	return nil
 }
 
