@@ -156,7 +156,9 @@ func (t *liveTable) put(r liveRef, addr uint64, lb liveBlock) {
 }
 
 // slot returns addr's block to be filled in place, adding addr when it is
-// new, using r when the table has not changed since it was found. The
+// new, using r when the table has not changed since it was found. A new
+// address's block may hold an emptied slot's old fields (remove does not
+// clear them): the caller sets every field. The
 // replay's alloc sets the fields one by one there: a block built on the
 // stack with narrow stores and handed to put is copied with wide loads,
 // which wait for those stores (a store-forwarding stall that put paid on

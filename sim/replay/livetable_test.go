@@ -68,8 +68,10 @@ func testLiveTable(t *testing.T, maxSpan int) {
 				tab.put(f, addr, liveBlock{at: int64(step)})
 				ref[addr] = liveBlock{at: int64(step)}
 			} else {
-				// Filled in place, as the replay's alloc does.
-				tab.slot(f, addr).at = int64(step)
+				// Filled in place, as the replay's alloc does:
+				// every field (a new address's slot may hold
+				// an earlier block's).
+				*tab.slot(f, addr) = liveBlock{at: int64(step)}
 				ref[addr] = liveBlock{at: int64(step)}
 			}
 		default:
@@ -82,6 +84,7 @@ func testLiveTable(t *testing.T, maxSpan int) {
 		if tab.len() != len(ref) {
 			t.Fatalf("step %d: %d entries, want %d", step, tab.len(), len(ref))
 		}
+		checkLimit(t, &tab)
 	}
 	seen := 0
 	tab.each(func(addr uint64, lb *liveBlock) {
@@ -116,6 +119,7 @@ func TestLiveTableLarge(t *testing.T) {
 		tab.set(uint64(a)*512, lb)
 		ref[uint64(a)*512] = lb
 		check(i)
+		checkLimit(t, &tab)
 	}
 	if len(tab.slots) <= liveDenseSlots || 2*tab.len() > len(tab.slots) || 4*tab.len() < len(tab.slots) {
 		t.Fatalf("%d entries in %d slots: not the half-full regime", tab.len(), len(tab.slots))
@@ -127,5 +131,19 @@ func TestLiveTableLarge(t *testing.T) {
 		if tab.len() != len(ref) {
 			t.Fatalf("step %d: %d entries, want %d", i, tab.len(), len(ref))
 		}
+		checkLimit(t, &tab)
+	}
+}
+
+// checkLimit: the replay's alloc adds an address without slot's call
+// while n < limit, which must be exactly when one more entry leaves the
+// table not full (slot would not grow it), at every size, both regimes.
+func checkLimit(t *testing.T, tab *liveTable) {
+	t.Helper()
+	if tab.slots == nil {
+		return
+	}
+	if room := tab.n < tab.limit; room != !full(tab.n+1, len(tab.slots)) {
+		t.Fatalf("%d entries in %d slots: limit %d says room %v", tab.n, len(tab.slots), tab.limit, room)
 	}
 }
