@@ -150,6 +150,9 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		}
 	}
 	if seg.stitch != nil {
+		if a.stitch == nil { // freeBlock looks for stitched segments only under Stitch
+			return fmt.Errorf("segment %#x: stitched, but the policy does not stitch", seg.base)
+		}
 		return checkStitched(seg, want)
 	}
 	if seg.exp == nil {
@@ -293,7 +296,11 @@ func (s *freeSet) check() error {
 			} else {
 				sizes[k.size]++
 			}
-			for j, b := range bk.blocks {
+			for j, e := range bk.blocks {
+				b := e.b
+				if e.addr != b.addr {
+					return fmt.Errorf("block %#x in bucket %v under address %#x", b.addr, k, e.addr)
+				}
 				if b.stream != k.stream || b.size != k.size {
 					return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, k)
 				}
@@ -316,6 +323,20 @@ func (s *freeSet) check() error {
 			}
 		}
 	}
+	if x.seen != nil {
+		for si, set := range x.seen {
+			for _, p := range set {
+				if p.leaf == nil || p.ver != uint32(x.ver) {
+					continue // forgotten
+				}
+				// A remembered place is where a search would end.
+				li, i, _ := x.locate(p.k)
+				if seenSet(p.k) != uint64(si) || p.leaf != x.leaves[li] || int(p.slot) != i {
+					return fmt.Errorf("index: the place remembered for %v in set %d is not where its search ends", p.k, si)
+				}
+			}
+		}
+	}
 	if s.nolder < 0 || s.nolder > olderCap || s.cold && (s.hot != nil || s.nolder > 0) {
 		return fmt.Errorf("%d older hot blocks, newest %v (cold %v)", s.nolder, s.hot, s.cold)
 	}
@@ -334,6 +355,23 @@ func (s *freeSet) check() error {
 		if h != nil && int(h.older) != i+1 {
 			return fmt.Errorf("hot block %#x in older ring place %d says it is at %d", h.addr, i, int(h.older)-1)
 		}
+		// Best fit's copy of its key (hotFirst): 0 for an empty place.
+		want := uint64(0)
+		if h != nil {
+			want = keyOf(h.size, i)
+		}
+		if s.okey[i] != want {
+			return fmt.Errorf("older ring place %d: key %#x for block %v", i, s.okey[i], h)
+		}
+	}
+	nslow := 0
+	for i := range s.nolder {
+		if s.slow(s.olderAt(i)) {
+			nslow++
+		}
+	}
+	if nslow != s.nslow {
+		return fmt.Errorf("older: %d blocks off stream %d or too large for a key, counted %d", nslow, s.ostream, s.nslow)
 	}
 	for i := range s.nolder {
 		hot = append(hot, s.olderAt(i))
@@ -345,7 +383,7 @@ func (s *freeSet) check() error {
 		// Held once, and in no bucket: its own bucket (if it has one)
 		// must not hold it.
 		if bk := s.tab.get(bkey{h.stream, h.size}); bk != nil {
-			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i] == h {
+			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i].b == h {
 				return fmt.Errorf("hot block %#x is in its bucket too", h.addr)
 			}
 		}
