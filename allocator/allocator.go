@@ -378,30 +378,14 @@ func (a *Allocator) ownPool(p *pool) bool {
 // fallback chain is an *OutOfMemoryError; a device failure is returned as
 // the device reported it.
 func (a *Allocator) Malloc(size uint64, stream Stream) (*Block, error) {
-	if a.single {
-		return a.mallocUnlocked(size, stream)
-	}
-	return a.mallocLocked(size, stream)
-}
-
-// mallocLocked is Malloc under the allocator's lock. The lock and its
-// deferred unlock are a function apart, so that the unlocked path does
-// not pay for the deferral: the results kept on the stack for it, the
-// check at each return (about 12 instructions a call).
-func (a *Allocator) mallocLocked(size uint64, stream Stream) (*Block, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.mallocUnlocked(size, stream)
-}
-
-// mallocUnlocked is Malloc's work; the caller holds the lock if the
-// allocator takes one.
-func (a *Allocator) mallocUnlocked(size uint64, stream Stream) (*Block, error) {
 	if size == 0 {
 		return nil, nil
 	}
 	if size >= maxRequest {
 		return nil, &OutOfMemoryError{Device: a.device, Requested: size, TooLarge: true}
+	}
+	if a.lock() {
+		defer a.mu.Unlock()
 	}
 	if a.fatal != nil {
 		return nil, a.fatal
@@ -436,25 +420,11 @@ func (a *Allocator) mallocUnlocked(size uint64, stream Stream) (*Block, error) {
 // Free returns a block from Malloc. If other streams used it (RecordStream)
 // it returns to the pool only when their events complete.
 func (a *Allocator) Free(b *Block) error {
-	if a.single {
-		return a.freeUnlocked(b)
-	}
-	return a.freeLocked(b)
-}
-
-// freeLocked is Free under the allocator's lock (mallocLocked says why it
-// is apart).
-func (a *Allocator) freeLocked(b *Block) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.freeUnlocked(b)
-}
-
-// freeUnlocked is Free's work; the caller holds the lock if the allocator
-// takes one.
-func (a *Allocator) freeUnlocked(b *Block) error {
 	if b == nil {
 		return nil
+	}
+	if a.lock() {
+		defer a.mu.Unlock()
 	}
 	if a.fatal != nil {
 		return a.fatal

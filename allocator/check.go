@@ -355,23 +355,6 @@ func (s *freeSet) check() error {
 		if h != nil && int(h.older) != i+1 {
 			return fmt.Errorf("hot block %#x in older ring place %d says it is at %d", h.addr, i, int(h.older)-1)
 		}
-		// Best fit's copy of its key (hotFirst): 0 for an empty place.
-		want := uint64(0)
-		if h != nil {
-			want = keyOf(h.size, i)
-		}
-		if s.okey[i] != want {
-			return fmt.Errorf("older ring place %d: key %#x for block %v", i, s.okey[i], h)
-		}
-	}
-	nslow := 0
-	for i := range s.nolder {
-		if s.slow(s.olderAt(i)) {
-			nslow++
-		}
-	}
-	if nslow != s.nslow {
-		return fmt.Errorf("older: %d blocks off stream %d or too large for a key, counted %d", nslow, s.ostream, s.nslow)
 	}
 	for i := range s.nolder {
 		hot = append(hot, s.olderAt(i))

@@ -45,23 +45,16 @@ type freeSet struct {
 	older  [olderRing]*Block // the ones before it: a ring, oldest at ohead
 	ohead  int
 	nolder int
-	// okey is each place's block as best fit compares it, its size and
-	// place in one word (keyOf), 0 where the place is empty; ostream is
-	// the stream of older's blocks, all but nslow of them, which are on
-	// another or too large for a key (hotFirst).
-	okey    [olderRing]uint64
-	ostream Stream
-	nslow   int
-	cold    bool // tests: no hot blocks, every insert goes to its bucket
-	idx     bucketIndex
-	tab     bucketTable // the index's buckets by exact key
-	n       int         // blocks in buckets: the set's, less the hot ones
-	bytes   uint64      // their sizes' sum (freeBytes adds the hot blocks')
-	empty   int         // empty buckets in the index
-	sizes   sizeTable
-	spare   []*bucket // swept buckets, reused with their slices
-	bks     slab[bucket]
-	ents    []bentry // the rest of the chunk buckets' slices are carved from
+	cold   bool // tests: no hot blocks, every insert goes to its bucket
+	idx    bucketIndex
+	tab    bucketTable // the index's buckets by exact key
+	n      int         // blocks in buckets: the set's, less the hot ones
+	bytes  uint64      // their sizes' sum (freeBytes adds the hot blocks')
+	empty  int         // empty buckets in the index
+	sizes  sizeTable
+	spare  []*bucket // swept buckets, reused with their slices
+	bks    slab[bucket]
+	ents   []bentry // the rest of the chunk buckets' slices are carved from
 }
 
 type bucket struct {
@@ -81,7 +74,7 @@ type bucket struct {
 // block, or taking one that is not the lowest, searches the bucket by
 // address, and reading the addresses from the blocks missed the cache on
 // nearly every one (the replay benchmark's buckets hold about five blocks,
-// each a cache line of its own).
+// each a cache line of its own; issue 19).
 type bentry struct {
 	addr uint64
 	b    *Block
@@ -168,26 +161,14 @@ func (s *freeSet) insertPlacing(b *Block) {
 	if s.nolder == olderCap {
 		o := s.older[s.ohead]
 		s.older[s.ohead] = nil
-		s.okey[s.ohead] = 0
 		o.older = 0
-		if s.slow(o) {
-			s.nslow--
-		}
 		s.ohead = (s.ohead + 1) & olderMask
 		s.nolder--
 		s.place(o)
 	}
-	h := s.hot
-	if s.nolder == 0 {
-		s.ostream = h.stream
-	}
-	if s.slow(h) {
-		s.nslow++
-	}
 	i := (s.ohead + s.nolder) & olderMask
-	s.older[i] = h
-	s.okey[i] = keyOf(h.size, i)
-	h.older = uint8(i + 1)
+	s.older[i] = s.hot
+	s.hot.older = uint8(i + 1)
 	s.nolder++
 	s.hot = b
 }
@@ -201,8 +182,7 @@ func (s *freeSet) settle() {
 			s.place(h)
 		}
 	}
-	s.okey = [olderRing]uint64{}
-	s.ohead, s.nolder, s.nslow = 0, 0, 0
+	s.ohead, s.nolder = 0, 0
 	if h := s.hot; h != nil {
 		s.hot = nil
 		s.place(h)
@@ -269,7 +249,7 @@ func (s *freeSet) room(bk *bucket) {
 	}
 	c := 2 * cap(bk.blocks)
 	if len(s.ents) < c {
-		s.ents = make([]bentry, max(c, 256))
+		s.ents = make([]bentry, max(c, 128)) // 2 KiB, as the chunks of pointers were
 	}
 	grown := s.ents[:n:c]
 	s.ents = s.ents[c:]
@@ -312,20 +292,15 @@ func (s *freeSet) removeElsewhere(b *Block) {
 	}
 	i := int(b.older) - 1
 	b.older = 0
-	if s.slow(b) {
-		s.nslow--
-	}
 	last := (s.ohead + s.nolder - 1) & olderMask
 	for i != last {
 		j := (i + 1) & olderMask
 		o := s.older[j]
 		s.older[i] = o
-		s.okey[i] = keyOf(o.size, i)
 		o.older = uint8(i + 1)
 		i = j
 	}
 	s.older[last] = nil
-	s.okey[last] = 0
 	s.nolder--
 }
 
@@ -400,7 +375,15 @@ func (s *freeSet) largest() uint64 {
 // lowerBound returns the first block at or after (stream, size, 0) in set
 // order, whatever its stream, or nil.
 func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
-	h := s.hotFirst(stream, size) // the first hot block at or after the key
+	var h *Block // the first hot block at or after the key
+	if c := s.hot; c != nil && (c.stream > stream || c.stream == stream && c.size >= size) {
+		h = c
+	}
+	for i := range s.nolder {
+		if c := s.olderAt(i); (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || before(c, h)) {
+			h = c
+		}
+	}
 	if h == nil {
 		return s.bucketLowerBound(stream, size)
 	}
@@ -417,103 +400,6 @@ func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 	}
 	if b := s.bucketLowerBound(stream, size); b != nil && before(b, h) {
 		return b
-	}
-	return h
-}
-
-// hotFirst is lowerBound over the hot blocks, hot and older, or nil. When
-// they share a stream, as a pool's blocks nearly always do, it is the
-// least of their keys (keyOf) not below the key's, found without a branch:
-// the branches of a scan that compared each block with the key and with
-// the best so far went either way at random, 2.7 mispredictions per
-// malloc in the replay benchmark and a fifth of the replay's in all
-// (issue 19). The second least key tells whether two blocks of that size
-// tie, which only their addresses can order: then, or when a block is on
-// another stream or it or the size asked for too large for a key, the
-// blocks are compared one by one (hotFirstSlow).
-func (s *freeSet) hotFirst(stream Stream, size uint64) *Block {
-	h := s.hot
-	if s.nslow != 0 || s.nolder == 0 || h != nil && s.slow(h) || size > keyMaxSize {
-		return s.hotFirstSlow(stream, size)
-	}
-	t := keyOf(max(size, 1), 0) // no block is empty; an empty place's key is 0
-	if s.ostream != stream {
-		if s.ostream < stream {
-			return nil // every hot block is before the key
-		}
-		t = 1 // every hot block is past it
-	}
-	hk := uint64(0)
-	if h != nil {
-		hk = keyOf(h.size, olderRing)
-	}
-	m, m2 := leastKeys(&s.okey, hk, t)
-	switch {
-	case m < t:
-		return nil
-	case m>>keyPlaceBits == m2>>keyPlaceBits:
-		return s.hotFirstSlow(stream, size) // a tie, for the addresses to settle
-	case m&keyPlaceMask == olderRing:
-		return h
-	}
-	return s.older[m&keyPlaceMask]
-}
-
-// leastKeys returns the least and the next least of hk and the keys in k
-// that are not below t; a result below t means there was none. Each key
-// is taken less t, modulo 2^64: the keys not below t keep their order and
-// come before the others, which wrap around. Written out, and not
-// inlined: the compiler keeps a value that an address is computed from out
-// of conditional moves, and hotFirst indexes older with the least key.
-//
-//go:noinline
-func leastKeys(k *[olderRing]uint64, hk, t uint64) (m, m2 uint64) {
-	m, m2 = hk-t, ^uint64(0)
-	m, m2 = least2(m, m2, k[0]-t)
-	m, m2 = least2(m, m2, k[1]-t)
-	m, m2 = least2(m, m2, k[2]-t)
-	m, m2 = least2(m, m2, k[3]-t)
-	m, m2 = least2(m, m2, k[4]-t)
-	m, m2 = least2(m, m2, k[5]-t)
-	m, m2 = least2(m, m2, k[6]-t)
-	m, m2 = least2(m, m2, k[7]-t)
-	return m + t, m2 + t
-}
-
-// least2 takes v into m and m2, the least and the next least so far.
-func least2(m, m2, v uint64) (uint64, uint64) {
-	lo := min(m, v)
-	// m^v^lo is max(m, v): a min and a max of the same two values are
-	// made a branch, a min and two exclusive ors are not.
-	return lo, min(m2, m^v^lo)
-}
-
-// keyOf is a hot block's key in hotFirst: its size above its place in
-// older (olderRing for hot), so that the keys order the blocks as PyTorch
-// does on one stream but for ties of size. Sizes up to keyMaxSize fit.
-func keyOf(size uint64, place int) uint64 { return size<<keyPlaceBits | uint64(place) }
-
-const (
-	keyPlaceBits = 4 // places 0 to olderRing
-	keyPlaceMask = 1<<keyPlaceBits - 1
-	keyMaxSize   = 1<<(64-keyPlaceBits) - 1
-)
-
-// slow says whether hotFirst must compare b one by one: it is not on
-// older's stream, or too large for a key. While b is in older, neither
-// changes: ostream is set only when older is empty.
-func (s *freeSet) slow(b *Block) bool { return b.stream != s.ostream || b.size > keyMaxSize }
-
-// hotFirstSlow is hotFirst, one block after another.
-func (s *freeSet) hotFirstSlow(stream Stream, size uint64) *Block {
-	var h *Block
-	if c := s.hot; c != nil && (c.stream > stream || c.stream == stream && c.size >= size) {
-		h = c
-	}
-	for i := range s.nolder {
-		if c := s.olderAt(i); (c.stream > stream || c.stream == stream && c.size >= size) && (h == nil || before(c, h)) {
-			h = c
-		}
 	}
 	return h
 }
