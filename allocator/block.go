@@ -95,6 +95,13 @@ type segment struct {
 // splitting and merging allocate nothing in steady state, or else a fresh
 // one from the allocator's slab (slab.go).
 func (a *Allocator) newBlock(addr, size uint64, stream Stream, p *pool, seg *segment) *Block {
+	return a.newBlockIn(addr, size, stream, p, seg, seg.exp != nil)
+}
+
+// newBlockIn is newBlock where the caller knows whether seg is expandable
+// (a split knows it from the block it splits), so that the segment is not
+// read.
+func (a *Allocator) newBlockIn(addr, size uint64, stream Stream, p *pool, seg *segment, exp bool) *Block {
 	var b *Block
 	if n := len(a.spare); n > 0 {
 		b = a.spare[n-1]
@@ -109,7 +116,7 @@ func (a *Allocator) newBlock(addr, size uint64, stream Stream, p *pool, seg *seg
 	// store forwarding; that copy was an eighth of a malloc+free pair.
 	b.addr, b.size, b.stream = addr, size, stream
 	b.pool, b.seg = p, seg
-	b.mapped, b.exp = true, seg.exp != nil
+	b.mapped, b.exp = true, exp
 	return b
 }
 

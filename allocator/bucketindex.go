@@ -34,18 +34,29 @@ type bucketIndex struct {
 	ver uint64
 	// seen remembers where searches for keys that have no bucket ended:
 	// best fit asks for the same sizes over and over, and between two
-	// inserts the answer's place does not change. Direct-mapped by key;
-	// 256 entries, because a training step asks for about a hundred
-	// distinct sizes and 64 entries missed half the time (10 KB, made on
-	// a pool's first search: most allocators leave some pools unused).
-	seen *[256]seenPos
+	// inserts the answer's place does not change. 256 entries, because a
+	// training step asks for about a hundred distinct sizes and 64 entries
+	// missed half the time (8 KB, made on a pool's first search: most
+	// allocators leave some pools unused). Two-way: a key's two places
+	// share a cache line, the last used first. Direct-mapped, 27% of the
+	// replay benchmark's searches (87 sizes) found their place taken by
+	// another size and searched the index again; two-way, 18% (issue 19).
+	seen *[seenSets][2]seenPos
 }
 
+const (
+	seenBits = 7
+	seenSets = 1 << seenBits
+)
+
+// seenPos is 32 bytes, so that a set of two is one cache line: the table
+// is a multiple of a page, and so aligned. ver is the index's ver's low 32
+// bits; the table is cleared when they wrap around (bump).
 type seenPos struct {
 	k    bkey
 	leaf *leaf
 	slot int32
-	ver  uint64
+	ver  uint32
 }
 
 // bkey is a bucket's key: PyTorch's set order is stream first, then size.
@@ -144,21 +155,50 @@ func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
 	if len(x.leaves) == 0 {
 		return nil
 	}
-	h := ((k.size>>9 ^ uint64(k.stream)*0x9E3779B97F4A7C15) * 0xBF58476D1CE4E5B9) >> 56
 	if x.seen == nil {
-		x.seen = new([256]seenPos)
+		x.seen = new([seenSets][2]seenPos)
 	}
-	p := &x.seen[h]
-	if p.ver != x.ver || p.k != k || p.leaf == nil {
-		if e := tab.get(k); e != nil {
-			p.leaf, p.slot = e.leaf, e.slot
-		} else {
-			li, i, _ := x.locate(k)
-			p.leaf, p.slot = x.leaves[li], int32(i)
-		}
-		p.k, p.ver = k, x.ver
+	set := &x.seen[seenSet(k)]
+	p, ver := &set[0], uint32(x.ver)
+	if p.ver != ver || p.k != k || p.leaf == nil {
+		x.seenMiss(set, k, tab)
 	}
 	return fullFrom(p.leaf, int(p.slot))
+}
+
+// seenSet is k's set in seen.
+func seenSet(k bkey) uint64 {
+	return ((k.size>>9 ^ uint64(k.stream)*0x9E3779B97F4A7C15) * 0xBF58476D1CE4E5B9) >> (64 - seenBits)
+}
+
+// seenMiss puts k's place first in its set: from the set's second entry,
+// or else found in tab or by a search. The first entry moves to the
+// second.
+func (x *bucketIndex) seenMiss(set *[2]seenPos, k bkey, tab *bucketTable) {
+	ver := uint32(x.ver)
+	if q := set[1]; q.ver == ver && q.k == k && q.leaf != nil {
+		set[1], set[0] = set[0], q
+		return
+	}
+	set[1] = set[0]
+	p := &set[0]
+	if e := tab.get(k); e != nil {
+		p.leaf, p.slot = e.leaf, e.slot
+	} else {
+		li, i, _ := x.locate(k)
+		p.leaf, p.slot = x.leaves[li], int32(i)
+	}
+	p.k, p.ver = k, ver
+}
+
+// bump changes ver: every place seen remembers is forgotten. When the low
+// 32 bits that seen keeps wrap around, seen is cleared, so that a place
+// from 2^32 changes ago is not taken for current.
+func (x *bucketIndex) bump() {
+	x.ver++
+	if uint32(x.ver) == 0 && x.seen != nil {
+		*x.seen = [seenSets][2]seenPos{}
+	}
 }
 
 // before is the last non-empty bucket before key k, or nil.
@@ -191,7 +231,7 @@ func (bk *bucket) setFull(on bool) {
 // returned for k, which must not be in the index.
 func (x *bucketIndex) insertAt(li, i int, k bkey, v *bucket) {
 	x.n++
-	x.ver++
+	x.bump()
 	if len(x.leaves) == 0 {
 		l := x.newLeaf()
 		x.leaves = append(x.leaves, l)
@@ -243,7 +283,7 @@ func (l *leaf) renumber(i int) {
 func (x *bucketIndex) rebuild(keep func(*bucket) bool, drop func(*bucket)) {
 	old := x.leaves
 	x.leaves, x.firsts, x.n = x.retired[:0], x.firsts[:0], 0
-	x.ver++
+	x.bump()
 	var cur *leaf
 	for _, l := range old {
 		for j, bk := range l.vals[:l.n] {

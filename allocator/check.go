@@ -150,6 +150,9 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 		}
 	}
 	if seg.stitch != nil {
+		if a.stitch == nil { // freeBlock looks for stitched segments only under Stitch
+			return fmt.Errorf("segment %#x: stitched, but the policy does not stitch", seg.base)
+		}
 		return checkStitched(seg, want)
 	}
 	if seg.exp == nil {
@@ -293,7 +296,11 @@ func (s *freeSet) check() error {
 			} else {
 				sizes[k.size]++
 			}
-			for j, b := range bk.blocks {
+			for j, e := range bk.blocks {
+				b := e.b
+				if e.addr != b.addr {
+					return fmt.Errorf("block %#x in bucket %v under address %#x", b.addr, k, e.addr)
+				}
 				if b.stream != k.stream || b.size != k.size {
 					return fmt.Errorf("block %#x (stream %d size %d) in bucket %v", b.addr, b.stream, b.size, k)
 				}
@@ -313,6 +320,20 @@ func (s *freeSet) check() error {
 		for i := l.n; i < leafCap; i++ {
 			if l.vals[i] != nil {
 				return fmt.Errorf("index leaf %d: a bucket past its %d keys", li, l.n)
+			}
+		}
+	}
+	if x.seen != nil {
+		for si, set := range x.seen {
+			for _, p := range set {
+				if p.leaf == nil || p.ver != uint32(x.ver) {
+					continue // forgotten
+				}
+				// A remembered place is where a search would end.
+				li, i, _ := x.locate(p.k)
+				if seenSet(p.k) != uint64(si) || p.leaf != x.leaves[li] || int(p.slot) != i {
+					return fmt.Errorf("index: the place remembered for %v in set %d is not where its search ends", p.k, si)
+				}
 			}
 		}
 	}
@@ -345,7 +366,7 @@ func (s *freeSet) check() error {
 		// Held once, and in no bucket: its own bucket (if it has one)
 		// must not hold it.
 		if bk := s.tab.get(bkey{h.stream, h.size}); bk != nil {
-			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i] == h {
+			if i := search(bk.blocks, h.addr); i < len(bk.blocks) && bk.blocks[i].b == h {
 				return fmt.Errorf("hot block %#x is in its bucket too", h.addr)
 			}
 		}

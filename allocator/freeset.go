@@ -54,12 +54,12 @@ type freeSet struct {
 	sizes  sizeTable
 	spare  []*bucket // swept buckets, reused with their slices
 	bks    slab[bucket]
-	ptrs   []*Block // the rest of the chunk buckets' slices are carved from
+	ents   []bentry // the rest of the chunk buckets' slices are carved from
 }
 
 type bucket struct {
 	key    bkey
-	blocks []*Block // descending address: the lowest is last
+	blocks []bentry // descending address: the lowest is last
 	leaf   *leaf    // where the index holds it
 	sz     *sizeNode
 	slot   int32
@@ -67,7 +67,17 @@ type bucket struct {
 	// inline holds blocks until there are more than fit: most sizes have
 	// one or two free blocks at a time, so most buckets never make a
 	// slice of their own. A bucket is never copied (it lives in a slab).
-	inline [2]*Block
+	inline [2]bentry
+}
+
+// bentry is a block in its bucket, with its address beside it: placing a
+// block, or taking one that is not the lowest, searches the bucket by
+// address, and reading the addresses from the blocks missed the cache on
+// nearly every one (the replay benchmark's buckets hold about five blocks,
+// each a cache line of its own; issue 19).
+type bentry struct {
+	addr uint64
+	b    *Block
 }
 
 func (a *Allocator) newFreeSet() freeSet {
@@ -117,7 +127,7 @@ func (s *freeSet) len() int {
 
 // search returns the position of addr in a descending slice: the first index
 // whose address is not above addr.
-func search(bs []*Block, addr uint64) int {
+func search(bs []bentry, addr uint64) int {
 	lo, hi := 0, len(bs)
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
@@ -213,13 +223,14 @@ func (s *freeSet) place(b *Block) {
 	}
 	s.room(bk)
 	// Freed blocks are mostly at low addresses, near the end: a short move.
+	e := bentry{b.addr, b}
 	if n := len(bk.blocks); n == 0 || bk.blocks[n-1].addr > b.addr {
-		bk.blocks = append(bk.blocks, b)
+		bk.blocks = append(bk.blocks, e)
 	} else {
 		i := search(bk.blocks, b.addr)
-		bk.blocks = append(bk.blocks, nil)
+		bk.blocks = append(bk.blocks, bentry{})
 		copy(bk.blocks[i+1:], bk.blocks[i:])
-		bk.blocks[i] = b
+		bk.blocks[i] = e
 	}
 	b.bucket = bk
 }
@@ -237,11 +248,11 @@ func (s *freeSet) room(bk *bucket) {
 		return
 	}
 	c := 2 * cap(bk.blocks)
-	if len(s.ptrs) < c {
-		s.ptrs = make([]*Block, max(c, 256))
+	if len(s.ents) < c {
+		s.ents = make([]bentry, max(c, 128)) // 2 KiB, as the chunks of pointers were
 	}
-	grown := s.ptrs[:n:c]
-	s.ptrs = s.ptrs[c:]
+	grown := s.ents[:n:c]
+	s.ents = s.ents[c:]
 	copy(grown, bk.blocks)
 	clear(bk.blocks)
 	bk.blocks = grown
@@ -299,14 +310,14 @@ func (s *freeSet) unplace(b *Block) {
 	bk := b.bucket
 	n := len(bk.blocks)
 	i := n - 1 // best fit takes the lowest address: the last
-	if n == 0 || bk.blocks[i] != b {
+	if n == 0 || bk.blocks[i].b != b {
 		i = search(bk.blocks, b.addr)
-		if !bk.live || i == n || bk.blocks[i] != b {
+		if !bk.live || i == n || bk.blocks[i].b != b {
 			panic("allocator: free set does not hold the block it is asked to remove")
 		}
 		copy(bk.blocks[i:], bk.blocks[i+1:])
 	}
-	bk.blocks[n-1] = nil
+	bk.blocks[n-1] = bentry{}
 	bk.blocks = bk.blocks[:n-1]
 	s.n--
 	if n == 1 {
@@ -382,7 +393,7 @@ func (s *freeSet) lowerBound(stream Stream, size uint64) *Block {
 		// malloc after the free of a block of its size.
 		if e := s.tab.get(bkey{stream, size}); e != nil && len(e.blocks) > 0 {
 			if b := e.blocks[len(e.blocks)-1]; b.addr < h.addr {
-				return b
+				return b.b
 			}
 		}
 		return h
@@ -402,7 +413,7 @@ func (s *freeSet) bucketLowerBound(stream Stream, size uint64) *Block {
 	if bk == nil {
 		return nil
 	}
-	return bk.blocks[len(bk.blocks)-1]
+	return bk.blocks[len(bk.blocks)-1].b
 }
 
 // next returns the block after b in set order, or nil. b must be in the set.
@@ -410,12 +421,12 @@ func (s *freeSet) next(b *Block) *Block {
 	s.settle()
 	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i > 0 {
-		return bk.blocks[i-1]
+		return bk.blocks[i-1].b
 	}
 	if bk = fullFrom(bk.leaf, int(bk.slot)+1); bk == nil {
 		return nil
 	}
-	return bk.blocks[len(bk.blocks)-1]
+	return bk.blocks[len(bk.blocks)-1].b
 }
 
 // prev returns the block before b in set order, or nil. b must be in the set.
@@ -423,19 +434,19 @@ func (s *freeSet) prev(b *Block) *Block {
 	s.settle()
 	bk := b.bucket
 	if i := search(bk.blocks, b.addr); i+1 < len(bk.blocks) {
-		return bk.blocks[i+1]
+		return bk.blocks[i+1].b
 	}
 	if bk = fullBefore(bk.leaf, int(bk.slot)); bk == nil {
 		return nil
 	}
-	return bk.blocks[0]
+	return bk.blocks[0].b
 }
 
 // last returns the final block in set order, or nil.
 func (s *freeSet) last() *Block {
 	var b *Block
 	if bk := s.idx.last(); bk != nil {
-		b = bk.blocks[0]
+		b = bk.blocks[0].b
 	}
 	if h := s.hot; h != nil && (b == nil || before(b, h)) {
 		b = h
@@ -454,7 +465,7 @@ func (s *freeSet) appendAll(dst []*Block) []*Block {
 	for _, l := range s.idx.leaves {
 		for _, bk := range l.vals[:l.n] {
 			for i := len(bk.blocks) - 1; i >= 0; i-- {
-				dst = append(dst, bk.blocks[i])
+				dst = append(dst, bk.blocks[i].b)
 			}
 		}
 	}
@@ -472,7 +483,7 @@ func (s *freeSet) contains(b *Block) bool {
 	}
 	bk := s.idx.leaves[li].vals[j]
 	i := search(bk.blocks, b.addr)
-	return i < len(bk.blocks) && bk.blocks[i] == b
+	return i < len(bk.blocks) && bk.blocks[i].b == b
 }
 
 // unmappedSet holds a pool's unmapped expandable ranges ordered by (stream,

@@ -199,7 +199,7 @@ func (a *Allocator) allocFoundBlock(p *params, b *Block, origSize uint64, split 
 	if split {
 		// The original block object keeps the tail; a new one takes the front.
 		rest := b
-		b = a.newBlock(rest.addr, p.size, p.stream, p.pool, rest.seg)
+		b = a.newBlockIn(rest.addr, p.size, p.stream, p.pool, rest.seg, expandable)
 		splice(b, rest.prev, rest)
 		rest.addr += p.size
 		rest.size -= p.size
