@@ -265,6 +265,20 @@ class Diagnoses(unittest.TestCase):
             memreplay.estimate({"model": "bert-large", "seqlen": 128})
 
 
+def popped_twice(err):
+    """Whether a worker died of Optuna 3.1's race on enqueued trials
+    (optuna/optuna#4621): with SQLite storage, whose row locks are not
+    taken (SELECT ... FOR UPDATE is ignored), two workers can both pop the
+    same WAITING trial; the second to tell it finds it finished
+    ("has already finished and can not be updated") and Optuna's own loop
+    stops on "Should not reach". memreplay enqueues a killed worker's
+    trials again, so a killed-worker test on SQLite can meet it; the
+    study itself is unharmed (the other worker completed the trial), which
+    check_study verifies. PostgreSQL locks the row, and its test allows no
+    such exit (docs/optuna.md)."""
+    return "has already finished and can not be updated" in err and "Should not reach" in err
+
+
 def run_workers(tc, url, n_workers, budget, complete, kill_one, n_jobs):
     """Runs the study NAME on url with n_workers worker.py processes on one
     budget file; with kill_one, SIGKILLs a worker while it holds a trial and
@@ -292,7 +306,7 @@ def run_workers(tc, url, n_workers, budget, complete, kill_one, n_jobs):
             tc.assertIsNotNone(killed, "no worker ever held the gate")
         for p in procs:
             out, err = p.communicate(timeout=240)
-            if p.pid != killed:
+            if p.pid != killed and not (p.returncode != 0 and url.startswith("sqlite") and popped_twice(err)):
                 tc.assertEqual(p.returncode, 0, err[-3000:])
     finally:
         for p in procs:
