@@ -269,9 +269,10 @@ def popped_twice(err):
     """Whether a worker died of Optuna 3.1's race on enqueued trials
     (optuna/optuna#4621): with SQLite storage, whose row locks are not
     taken (SELECT ... FOR UPDATE is ignored), two workers can both pop the
-    same WAITING trial; the second to tell it finds it finished
-    ("has already finished and can not be updated") and Optuna's own loop
-    stops on "Should not reach". memreplay enqueues a killed worker's
+    same WAITING trial; the one that tells it after it was finished (by the
+    other, or failed by the recovery of a killed worker's registration)
+    finds "has already finished and can not be updated", and Optuna's own
+    loop stops on "Should not reach". memreplay enqueues a killed worker's
     trials again, so a killed-worker test on SQLite can meet it; the
     study itself is unharmed (the other worker completed the trial), which
     check_study verifies. PostgreSQL locks the row, and its test allows no
