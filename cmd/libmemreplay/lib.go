@@ -335,24 +335,24 @@ func (l *library) mallocRecording(d *device, size uint64, stream uintptr) (p uin
 // locked runs fn holding the device's locks for a call that must see no
 // other call of the device around it: the recording's op lock
 // exclusively (when recording), then d.mu.
-func (d *device) locked(fn func() error) error {
-	if d.rec != nil {
-		d.rec.op.Lock()
-		defer d.rec.op.Unlock()
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return fn()
-}
+func (d *device) locked(fn func() error) error { return d.hold(true, fn) }
 
 // serial runs fn holding the device's locks for a call whose entries the
 // allocator writes itself, in their place (malloc, free, and record_stream
 // and empty_cache: allocator.Requests): the recording's op lock shared
 // (when recording), then d.mu.
-func (d *device) serial(fn func() error) error {
-	if d.rec != nil {
-		d.rec.op.RLock()
-		defer d.rec.op.RUnlock()
+func (d *device) serial(fn func() error) error { return d.hold(false, fn) }
+
+// hold is locked and serial: the recording's op lock in the mode asked
+// for, when recording, then d.mu, around fn.
+func (d *device) hold(exclusive bool, fn func() error) error {
+	if r := d.rec; r != nil {
+		op := r.op.RLocker()
+		if exclusive {
+			op = &r.op
+		}
+		op.Lock()
+		defer op.Unlock()
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
