@@ -838,7 +838,6 @@ func decodeHeader(p []byte) (Header, error) {
 // current buffer of decompressed body and one event: never the event list.
 type nativeReader struct {
 	name string
-	raw  *eofReader
 	zr   *zstd.Decoder
 
 	buf  []byte
@@ -878,21 +877,6 @@ type nativeReader struct {
 	inEvents  bool  // past the preamble: errors name an event index
 	err       error // sticky; io.EOF once the end record checked out
 	closedErr error
-}
-
-// eofReader remembers whether the raw input ran out, which tells a
-// truncated file from a corrupt one when the decompressor fails.
-type eofReader struct {
-	r   io.Reader
-	eof bool
-}
-
-func (e *eofReader) Read(p []byte) (int, error) {
-	n, err := e.r.Read(p)
-	if err == io.EOF {
-		e.eof = true
-	}
-	return n, err
 }
 
 // NewNativeReader reads the magic, version, header and initial state of a
@@ -935,20 +919,18 @@ func NewNativeReader(r io.Reader, name string) (Reader, error) {
 	if version == 0 || version > FormatVersion {
 		return nil, ferr(int64(len(nativeMagic)), fmt.Sprintf("unsupported version %d (this build reads versions 1 to %d)", version, FormatVersion), nil)
 	}
-	raw := &eofReader{r: r}
 	// A window cap keeps a hostile stream from asking for gigabytes; our
 	// writer uses 2 MiB, zstd's default levels at most 8 MiB.
 	opts := []zstd.DOption{zstd.WithDecoderMaxWindow(64 << 20)}
 	if nativeDecoderConcurrency > 0 {
 		opts = append(opts, zstd.WithDecoderConcurrency(nativeDecoderConcurrency))
 	}
-	zr, err := zstd.NewReader(raw, opts...)
+	zr, err := zstd.NewReader(r, opts...)
 	if err != nil {
 		return nil, ferr(int64(len(nativeMagic)), "starting the decompressor", err)
 	}
 	nr := &nativeReader{
 		name:     name,
-		raw:      raw,
 		zr:       zr,
 		buf:      make([]byte, readBufSize),
 		stacks:   NewStacks(),
@@ -1782,6 +1764,13 @@ func (r *nativeReader) errAt(at int, msg string, err error) error {
 
 // shortErr explains why bytes ran out at buf[at]: the decompressor failed
 // (a corrupt or truncated compressed stream) or the body simply ended.
+//
+// A truncated zstd stream always fails with io.ErrUnexpectedEOF (checked
+// at every cut of a multi-frame stream, with and without concurrent
+// decoding); anything else is corruption. Whether the raw input had
+// already reached its end cannot tell them apart: the decoder reads ahead
+// in its own goroutines, so a flipped bit in a small file was called
+// "truncated" or "corrupt" by how far the read-ahead had got.
 func (r *nativeReader) shortErr(at int, what string) error {
 	return r.shortErrOff(r.base+int64(at), what)
 }
@@ -1789,7 +1778,7 @@ func (r *nativeReader) shortErr(at int, what string) error {
 func (r *nativeReader) shortErrOff(off int64, what string) error {
 	fe := &FormatError{File: r.name, Offset: off, Event: r.eventIndex()}
 	switch {
-	case r.rerr != nil && r.raw.eof && !errors.Is(r.rerr, zstd.ErrCRCMismatch):
+	case errors.Is(r.rerr, io.ErrUnexpectedEOF):
 		fe.Msg, fe.Err = "truncated: the compressed stream ends early"+bodyNote, r.rerr
 	case r.rerr != nil:
 		fe.Msg, fe.Err = "corrupt compressed body"+bodyNote, r.rerr

@@ -733,3 +733,27 @@ func TestNativeTimesBlocks(t *testing.T) {
 	assert.Less(t, len(counts), len(tr.Events)/100, "runs of many events: %v", counts)
 	assert.Greater(t, len(counts), len(tr.Events)/timesBlock+1, "the flushes cut runs: %v", counts)
 }
+
+// A flipped bit is corruption, never truncation, however far the
+// decompressor's read-ahead had got when it failed: the message follows
+// zstd's error (io.ErrUnexpectedEOF only for a stream that ends early),
+// the same for every reading of the same bytes.
+func TestNativeCorruptIsNotTruncated(t *testing.T) {
+	for _, v := range nativeVersions {
+		good := writeNativeV(t, genTrainingTrace(20_000, 5), v)
+		body := len(nativeMagic) + 1 // the zstd stream starts after magic and version
+		for i := 0; i < 64; i++ {
+			bad := bytes.Clone(good)
+			at := body + 4 + (len(good)-body-4)*i/64
+			bad[at] ^= 0x40
+			_, err := readNative(t, bad)
+			if err == nil {
+				continue // a flip zstd's checks and ours both let through cannot be told
+			}
+			fe := mustFormatError(t, err)
+			if strings.Contains(fe.Msg, "truncated") && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Errorf("v%d, bit flipped at %d of %d: %v", v, at, len(good), err)
+			}
+		}
+	}
+}
