@@ -75,6 +75,7 @@ func (p *Profiler) Finish() *Profile {
 	if prof.Retries == nil {
 		prof.Retries = []Retry{}
 	}
+	prof.Markers, prof.MarkersDropped = p.finishMarkers(), p.markersDropped
 	prof.Total = figures(&p.total, p.totalPeak)
 	for _, d := range p.devs {
 		if d == nil {
@@ -197,4 +198,17 @@ func (p *Profiler) sites() []Site {
 		return a.Stack < b.Stack
 	})
 	return out
+}
+
+// finishMarkers copies the markers with their stages.
+func (p *Profiler) finishMarkers() []Marker {
+	if len(p.markers) == 0 {
+		return nil
+	}
+	ms := slices.Clone(p.markers)
+	for i := range ms {
+		m := &ms[i]
+		m.Stage = trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: m.Label, Stack: m.stack}, p.stacks)
+	}
+	return ms
 }

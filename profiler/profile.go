@@ -38,6 +38,25 @@ type Profile struct {
 	// Options.MaxOOMs of them; RetriesDropped counts the rest.
 	Retries        []Retry `json:"retries"`
 	RetriesDropped int64   `json:"retries_dropped"`
+	// Markers are the trace's marker events in order (PyTorch's
+	// record_function annotations and snapshot entries, memreplay's own
+	// markers), at most Options.MaxOOMs of them; MarkersDropped counts the
+	// rest. Both are left out of the JSON when there are none.
+	Markers        []Marker `json:"markers,omitempty"`
+	MarkersDropped int64    `json:"markers_dropped,omitempty"`
+}
+
+// Marker is one marker event.
+type Marker struct {
+	Event  int64  `json:"event"`
+	Device int32  `json:"device"`
+	TimeUS int64  `json:"time_us"`
+	Label  string `json:"label"`
+	// Stage is START or END for a record_function annotation (a marker
+	// whose stack is the one frame {filename: stage, line: 0, name:
+	// label}: trace/pytorch_annot.go), empty otherwise.
+	Stage string `json:"stage,omitempty"`
+	stack trace.StackID
 }
 
 // Retry is one event at which a device's allocator retried.

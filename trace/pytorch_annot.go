@@ -103,18 +103,31 @@ func annotationFrame(stage, name string) Frame { return Frame{Filename: stage, N
 // annotationOf reports whether the marker e, with its stack's frames,
 // has an annotation's shape, and if so whether it is a START.
 func annotationOf(e *Event, s *Stacks) (isAnn, start bool) {
-	if e.Action != ActionMarker || e.Label == "" {
-		return false, false
+	switch AnnotationStage(e, s) {
+	case "START":
+		return true, true
+	case "END":
+		return true, false
+	}
+	return false, false
+}
+
+// AnnotationStage is "START" or "END" for a marker that is one end of a
+// record_function range (a PyTorch annotation: its stack is the one frame
+// {filename: stage, line: 0, name: its label}), "" for any other event.
+func AnnotationStage(e *Event, s *Stacks) string {
+	if e.Action != ActionMarker || e.Label == "" || s == nil || int(e.Stack) >= s.NumStacks() {
+		return ""
 	}
 	idx := s.FrameIndices(e.Stack)
 	if len(idx) != 1 || int(idx[0]) >= s.NumFrames() {
-		return false, false
+		return ""
 	}
 	f := s.Frame(idx[0])
 	if f.Line != 0 || f.Name != e.Label || (f.Filename != "START" && f.Filename != "END") {
-		return false, false
+		return ""
 	}
-	return true, f.Filename == "START"
+	return f.Filename
 }
 
 // annotations converts external_annotations (see the file comment).
