@@ -200,15 +200,15 @@ func (p *Profiler) sites() []Site {
 	return out
 }
 
-// finishMarkers copies the markers with their stages.
+// finishMarkers returns the markers that are record_function
+// annotations, with their stages.
 func (p *Profiler) finishMarkers() []Marker {
-	if len(p.markers) == 0 {
-		return nil
-	}
-	ms := slices.Clone(p.markers)
-	for i := range ms {
-		m := &ms[i]
+	var ms []Marker
+	for _, m := range p.markers {
 		m.Stage = trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: m.Label, Stack: m.stack}, p.stacks)
+		if m.Stage != "" {
+			ms = append(ms, m)
+		}
 	}
 	return ms
 }

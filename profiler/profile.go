@@ -38,10 +38,12 @@ type Profile struct {
 	// Options.MaxOOMs of them; RetriesDropped counts the rest.
 	Retries        []Retry `json:"retries"`
 	RetriesDropped int64   `json:"retries_dropped"`
-	// Markers are the trace's marker events in order (PyTorch's
-	// record_function annotations and snapshot entries, memreplay's own
-	// markers), at most Options.MaxOOMs of them; MarkersDropped counts the
-	// rest. Both are left out of the JSON when there are none.
+	// Markers are the trace's record_function annotations in order (the
+	// markers of trace/pytorch_annot.go's shape: PyTorch ≥ 2.6's
+	// external_annotations, ≈2.4's user_defined entries read the same),
+	// of at most Options.MaxOOMs markers with a stack; MarkersDropped
+	// counts those beyond. Other markers (snapshot entries, memreplay's
+	// own) are not listed. Both are left out of the JSON when empty.
 	Markers        []Marker `json:"markers,omitempty"`
 	MarkersDropped int64    `json:"markers_dropped,omitempty"`
 }
@@ -52,10 +54,9 @@ type Marker struct {
 	Device int32  `json:"device"`
 	TimeUS int64  `json:"time_us"`
 	Label  string `json:"label"`
-	// Stage is START or END for a record_function annotation (a marker
-	// whose stack is the one frame {filename: stage, line: 0, name:
-	// label}: trace/pytorch_annot.go), empty otherwise.
-	Stage string `json:"stage,omitempty"`
+	// Stage is START or END: the annotation's stack is the one frame
+	// {filename: stage, line: 0, name: label} (trace.AnnotationStage).
+	Stage string `json:"stage"`
 	stack trace.StackID
 }
 

@@ -705,10 +705,15 @@ func (d *devState) trim() {
 }
 
 // OOM implements replay.Recorder.
-// Marker implements replay.MarkerRecorder: the marker is kept for the
-// timeline (its stage is read from its stack at Finish: the stack table
-// may be filled only after the replay, see sim/replay's speculation).
+// Marker implements replay.MarkerRecorder: a marker with a stack may be
+// a record_function annotation, kept for the timeline; whether it is one
+// is read from its stack at Finish (the stack table may be filled only
+// after the replay, see sim/replay's speculation). Markers without a
+// stack (PyTorch's snapshot entries) are not annotations.
 func (p *Profiler) Marker(device int32, index int64, e *trace.Event) {
+	if e.Stack == 0 {
+		return
+	}
 	if len(p.markers) >= p.opts.MaxOOMs {
 		p.markersDropped++
 		return

@@ -660,6 +660,8 @@ func FuzzPyTorch(f *testing.F) {
 	f.Add(encodePickle(smallPTSnapshot(), false))
 	f.Add(encodePickle(smallPTSnapshot(), true))
 	f.Add(cppStylePickle())
+	f.Add(encodePickle(annotatedPTSnapshot(), false))
+	f.Add(encodePickle(annotatedPTSnapshot(), true))
 	if data, err := os.ReadFile(testdataSnapshot); err == nil {
 		f.Add(data)
 	}

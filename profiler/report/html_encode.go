@@ -906,10 +906,8 @@ func (e *dataEncoder) marker(m *profiler.Marker) {
 	e.i64(m.TimeUS)
 	e.raw(`,"label":`)
 	e.str(m.Label)
-	if m.Stage != "" {
-		e.raw(`,"stage":`)
-		e.str(m.Stage)
-	}
+	e.raw(`,"stage":`)
+	e.str(m.Stage)
 	e.raw("}")
 }
 
