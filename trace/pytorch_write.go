@@ -28,6 +28,11 @@ package trace
 //   - "allocator_settings": Header.AllocatorSettings, PyTorch's keys first
 //     in PyTorch's order, other keys sorted; left out when nil. Known keys
 //     must have the types PyTorch writes (ReadPyTorch checks them).
+//   - "external_annotations": the markers of a record_function
+//     annotation's shape that ReadPyTorch puts back where they are
+//     (pytorch_annot.go, annWriter), as PyTorch's {stage, name, device,
+//     time_us} in time order; left out when there are none (the others
+//     stay user_defined entries).
 //
 // The initial state (Initial) has no place in a snapshot and is not
 // written: memory_viz and the replay's reconstruction both infer what
@@ -39,7 +44,9 @@ package trace
 // oom with device_free in place of addr (an oom's Addr, other events'
 // DeviceFree and non-markers' Label have no place and are not written).
 // memreplay's own actions map to what PyTorch would write:
-//   - marker: PyTorch's markers are "snapshot", "annotate" and
+//   - marker: one of a record_function annotation's shape may go to
+//     external_annotations instead (above). PyTorch's markers are
+//     "snapshot", "annotate" and
 //     "user_defined" (≈2.4's record_function annotations, whose one frame
 //     names the range); ReadPyTorch reads them back as markers labelled
 //     "snapshot", "annotate", and the first frame's name (or
