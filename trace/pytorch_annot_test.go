@@ -1,8 +1,6 @@
 package trace
 
 import (
-	"bytes"
-	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -133,41 +131,16 @@ func TestReadPyTorchAnnotations(t *testing.T) {
 	}
 }
 
-// Malformed annotations: the wrong types are errors naming the item (as
-// for trace entries); annotations PyTorch's own callbacks never write
-// (no name, no stage, another stage) are skipped and counted in a note.
-func TestReadPyTorchAnnotationsMalformed(t *testing.T) {
-	ann := func(items ...any) pdict {
-		return pdict{{"device_traces", plist{plist{ptEntry("alloc", 1, 1)}}}, {"external_annotations", plist(items)}}
-	}
-	for _, tc := range []struct {
-		name string
-		in   any
-		msg  string
-	}{
-		{"not a list", pdict{{"external_annotations", pdict{}}}, "external_annotations: expected list, got dict"},
-		{"none", pdict{{"external_annotations", nil}}, "external_annotations: expected list, got NoneType"},
-		{"item type", ann(ptAnnot("START", "a", 0, 1), 5), "external_annotations[1]: expected dict, got int"},
-		{"missing device", ann(pdict{{"stage", "START"}, {"name", "a"}, {"time_us", 1}}), `external_annotations[0]: missing key "device"`},
-		{"missing time", ann(pdict{{"stage", "START"}, {"name", "a"}, {"device", 0}}), `external_annotations[0]: missing key "time_us"`},
-		{"time type", ann(ptAnnot("START", "a", 0, "1")), "external_annotations[0].time_us: expected int, got str"},
-		{"time range", ann(ptAnnot("START", "a", 0, uint64(1<<63))), "external_annotations[0].time_us: 9223372036854775808 does not fit in int64"},
-		{"device type", ann(ptAnnot("START", "a", 0.5, 1)), "external_annotations[0].device: expected int, got float"},
-		{"device range", ann(ptAnnot("START", "a", -1, 1)), "external_annotations[0].device: device -1 out of range"},
-		{"name type", ann(pdict{{"stage", "END"}, {"name", 7}, {"device", 0}, {"time_us", 1}}), "external_annotations[0].name: expected str, got int"},
-		{"stage type", ann(pdict{{"stage", nil}, {"name", "a"}, {"device", 0}, {"time_us", 1}}), "external_annotations[0].stage: expected str, got NoneType"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			_, err := readPT(t, encodePickle(tc.in, false))
-			require.Error(t, err)
-			var fe *FormatError
-			require.True(t, errors.As(err, &fe), "%T: %v", err, err)
-			assert.Equal(t, "test.pickle", fe.File)
-			assert.Equal(t, int64(-1), fe.Event)
-			assert.Equal(t, tc.msg, fe.Msg)
-		})
-	}
+// ptAnnotated is a snapshot with one entry and the annotations items.
+func ptAnnotated(items ...any) pdict {
+	return pdict{{"device_traces", plist{plist{ptEntry("alloc", 1, 1)}}}, {"external_annotations", plist(items)}}
+}
 
+// Annotations PyTorch's own callbacks never write (no name, no stage,
+// another stage) are skipped and counted in a note; malformed ones are
+// errors naming the item, as for trace entries (TestReadPyTorchErrors).
+func TestReadPyTorchAnnotationsSkipped(t *testing.T) {
+	ann := ptAnnotated
 	tr := mustReadPT(t, ann(
 		ptAnnot("START", "kept", 0, 5),
 		pdict{{"stage", "START"}, {"device", 0}, {"time_us", 1}},
@@ -224,17 +197,8 @@ func TestWritePyTorchAnnotationsRoundTrip(t *testing.T) {
 
 func ptSpoolWrite(t *testing.T, tr *Trace) []byte {
 	t.Helper()
-	s, err := NewPyTorchSpool(t.TempDir(), tr.Stacks)
-	require.NoError(t, err)
-	defer s.Close()
-	for i := range tr.Events {
-		require.NoError(t, s.Add(&tr.Events[i]))
-	}
-	rest := *tr
-	rest.Events = nil
-	var buf bytes.Buffer
-	require.NoError(t, s.WriteSnapshot(&buf, &rest))
-	return buf.Bytes()
+	data, _ := spoolWrite(t, tr)
+	return data
 }
 
 // Markers of an annotation's shape that ReadPyTorch would not put back

@@ -582,6 +582,18 @@ func TestReadPyTorchErrors(t *testing.T) {
 		{"settings float", pdict{{"allocator_settings", pdict{{"garbage_collection_threshold", "0.5"}}}}, -1, "allocator_settings.garbage_collection_threshold: expected float, got str"},
 		{"settings str", pdict{{"allocator_settings", pdict{{"PYTORCH_CUDA_ALLOC_CONF", nil}}}}, -1, "allocator_settings.PYTORCH_CUDA_ALLOC_CONF: expected str, got NoneType"},
 		{"settings roundup", pdict{{"allocator_settings", pdict{{"roundup_power2_divisions", pdict{{"1", "x"}}}}}}, -1, "allocator_settings.roundup_power2_divisions.1: expected int, got str"},
+		// external_annotations (pytorch_annot.go)
+		{"not a list", pdict{{"external_annotations", pdict{}}}, -1, "external_annotations: expected list, got dict"},
+		{"none", pdict{{"external_annotations", nil}}, -1, "external_annotations: expected list, got NoneType"},
+		{"item type", ptAnnotated(ptAnnot("START", "a", 0, 1), 5), -1, "external_annotations[1]: expected dict, got int"},
+		{"missing device", ptAnnotated(pdict{{"stage", "START"}, {"name", "a"}, {"time_us", 1}}), -1, `external_annotations[0]: missing key "device"`},
+		{"missing time", ptAnnotated(pdict{{"stage", "START"}, {"name", "a"}, {"device", 0}}), -1, `external_annotations[0]: missing key "time_us"`},
+		{"time type", ptAnnotated(ptAnnot("START", "a", 0, "1")), -1, "external_annotations[0].time_us: expected int, got str"},
+		{"time range", ptAnnotated(ptAnnot("START", "a", 0, uint64(1<<63))), -1, "external_annotations[0].time_us: 9223372036854775808 does not fit in int64"},
+		{"device type", ptAnnotated(ptAnnot("START", "a", 0.5, 1)), -1, "external_annotations[0].device: expected int, got float"},
+		{"device range", ptAnnotated(ptAnnot("START", "a", -1, 1)), -1, "external_annotations[0].device: device -1 out of range"},
+		{"name type", ptAnnotated(pdict{{"stage", "END"}, {"name", 7}, {"device", 0}, {"time_us", 1}}), -1, "external_annotations[0].name: expected str, got int"},
+		{"stage type", ptAnnotated(pdict{{"stage", nil}, {"name", "a"}, {"device", 0}, {"time_us", 1}}), -1, "external_annotations[0].stage: expected str, got NoneType"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readPT(t, encodePickle(tc.in, false))
