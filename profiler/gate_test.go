@@ -17,6 +17,11 @@ import (
 // Step after every event, as before the gate (issue 19).
 type everyStep struct{ replay.Recorder }
 
+// Marker passes the trace's markers on: the gate is what differs.
+func (e everyStep) Marker(device int32, index int64, ev *trace.Event) {
+	e.Recorder.(replay.MarkerRecorder).Marker(device, index, ev)
+}
+
 // countSteps is the profiler under the gate, counting the Steps the
 // replay still calls.
 type countSteps struct {

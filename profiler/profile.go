@@ -38,6 +38,26 @@ type Profile struct {
 	// Options.MaxOOMs of them; RetriesDropped counts the rest.
 	Retries        []Retry `json:"retries"`
 	RetriesDropped int64   `json:"retries_dropped"`
+	// Markers are the trace's record_function annotations in order (the
+	// markers of trace/pytorch_annot.go's shape: PyTorch ≥ 2.6's
+	// external_annotations, ≈2.4's user_defined entries read the same),
+	// of at most Options.MaxOOMs markers with a stack; MarkersDropped
+	// counts those beyond. Other markers (snapshot entries, memreplay's
+	// own) are not listed. Both are left out of the JSON when empty.
+	Markers        []Marker `json:"markers,omitempty"`
+	MarkersDropped int64    `json:"markers_dropped,omitempty"`
+}
+
+// Marker is one marker event.
+type Marker struct {
+	Event  int64  `json:"event"`
+	Device int32  `json:"device"`
+	TimeUS int64  `json:"time_us"`
+	Label  string `json:"label"`
+	// Stage is START or END: the annotation's stack is the one frame
+	// {filename: stage, line: 0, name: label} (trace.AnnotationStage).
+	Stage string `json:"stage"`
+	stack trace.StackID
 }
 
 // Retry is one event at which a device's allocator retried.

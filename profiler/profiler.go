@@ -101,6 +101,9 @@ type Profiler struct {
 	retryCheck     bool
 	retries        []Retry
 	retriesDropped int64
+	// markers are the trace's markers, at most MaxOOMs (Marker).
+	markers        []Marker
+	markersDropped int64
 	oomCaptures    int
 	ncap           int // reconstructions made (tests)
 }
@@ -702,6 +705,22 @@ func (d *devState) trim() {
 }
 
 // OOM implements replay.Recorder.
+// Marker implements replay.MarkerRecorder: a marker with a stack may be
+// a record_function annotation, kept for the timeline; whether it is one
+// is read from its stack at Finish (the stack table may be filled only
+// after the replay, see sim/replay's speculation). Markers without a
+// stack (PyTorch's snapshot entries) are not annotations.
+func (p *Profiler) Marker(device int32, index int64, e *trace.Event) {
+	if e.Stack == 0 {
+		return
+	}
+	if len(p.markers) >= p.opts.MaxOOMs {
+		p.markersDropped++
+		return
+	}
+	p.markers = append(p.markers, Marker{Event: index, Device: device, TimeUS: e.TimeUS, Label: e.Label, stack: e.Stack})
+}
+
 func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryError) {
 	d := p.dev(device)
 	if d == nil || err == nil {

@@ -297,6 +297,8 @@ type pipeLog struct {
 	// converted entry ended in the file; it goes with each batch to a
 	// ProgressObserver.
 	off *int64
+	obs EventObserver
+	ann []ptAnn // external_annotations to merge in end
 }
 
 // pipeChunk is a batch of events and where its last entry ended (-1: not
@@ -309,7 +311,7 @@ type pipeChunk struct {
 const pipeFirstBatch, pipeBatch = 256, 4096
 
 func newPipeLog(obs EventObserver) *pipeLog {
-	p := &pipeLog{l: &EventLog{}, ch: make(chan pipeChunk, 4), free: make(chan []Event, 6), done: make(chan struct{})}
+	p := &pipeLog{l: &EventLog{}, ch: make(chan pipeChunk, 4), free: make(chan []Event, 6), done: make(chan struct{}), obs: obs}
 	p.batch = make([]Event, 0, pipeFirstBatch)
 	progress, _ := obs.(ProgressObserver)
 	go func() {
@@ -373,8 +375,12 @@ func (p *pipeLog) commit() {
 
 func (p *pipeLog) reserve(int) {}
 
+func (p *pipeLog) annotate(ann []ptAnn) { p.ann = ann }
+
 // end hands over what is left (when the import succeeded) and waits until
-// every event is packed and observed.
+// every event is packed and observed. The annotations, known only now,
+// are then merged into a new log, and the observer, which saw the events
+// without them, restarts and is given the merged ones.
 func (p *pipeLog) end(ok bool) {
 	if ok && len(p.batch) > 0 {
 		p.handOver()
@@ -382,4 +388,24 @@ func (p *pipeLog) end(ok bool) {
 	p.batch = nil
 	close(p.ch)
 	<-p.done
+	if !ok || len(p.ann) == 0 {
+		return
+	}
+	l := &EventLog{}
+	m := annMerger{ann: p.ann, out: l.Append}
+	cur := p.l.Cursor()
+	var e Event
+	for cur.Next(&e) == nil {
+		m.push(&e)
+	}
+	m.end()
+	p.l, p.ann = l, nil
+	if p.obs != nil {
+		p.obs.Restart()
+		cur, i := l.Cursor(), int64(0)
+		for cur.Next(&e) == nil {
+			p.obs.Event(i, &e)
+			i++
+		}
+	}
 }

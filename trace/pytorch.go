@@ -214,6 +214,9 @@ type eventSink interface {
 	next() *Event
 	commit()
 	reserve(n int)
+	// annotate gives the annotations to put among the events once they
+	// are all in (pytorch_annot.go); called at most once, at the end.
+	annotate(ann []ptAnn)
 }
 
 // sliceSink builds Trace.Events. A whole import knows the count and
@@ -229,6 +232,7 @@ type sliceSink struct {
 	t   *Trace
 	log *EventLog // the events after t.Events, packed; nil until one overflows
 	e   Event     // the event next handed out, when it goes to log
+	ann []ptAnn   // external_annotations to merge in flatten
 }
 
 func (s *sliceSink) next() *Event {
@@ -255,16 +259,26 @@ func (s *sliceSink) reserve(n int) {
 	}
 }
 
+func (s *sliceSink) annotate(ann []ptAnn) { s.ann = ann }
+
 // flatten puts the packed events into t.Events, after those already
-// there.
+// there, and the annotations among them.
 func (s *sliceSink) flatten() {
-	if s.log == nil {
-		return
+	if s.log != nil {
+		ev := make([]Event, int64(len(s.t.Events))+s.log.Len())
+		copy(ev, s.t.Events)
+		s.log.unpackInto(ev[len(s.t.Events):])
+		s.t.Events, s.log = ev, nil
 	}
-	ev := make([]Event, int64(len(s.t.Events))+s.log.Len())
-	copy(ev, s.t.Events)
-	s.log.unpackInto(ev[len(s.t.Events):])
-	s.t.Events, s.log = ev, nil
+	if len(s.ann) > 0 {
+		ev := make([]Event, 0, len(s.t.Events)+len(s.ann))
+		m := annMerger{ann: s.ann, out: func(e *Event) { ev = append(ev, *e) }}
+		for i := range s.t.Events {
+			m.push(&s.t.Events[i])
+		}
+		m.end()
+		s.t.Events, s.ann = ev, nil
+	}
 }
 
 // readInput reads r whole. When r knows its size (bytes.Reader, a regular
@@ -323,6 +337,9 @@ type ptConv struct {
 	// key Stacks.InternIndices builds; keyBuf is the scratch key.
 	stackKeys map[string]StackID
 	keyBuf    []byte
+	// ann are external_annotations' markers (pytorch_annot.go), sorted,
+	// for the sink to merge into the events.
+	ann []ptAnn
 }
 
 // ptWord names the strings the importer looks for: dict keys, actions and
@@ -357,6 +374,7 @@ const (
 	wDeviceTraces
 	wAllocatorSettings
 	wExternalAnnotations
+	wStage
 	// actions
 	wAlloc
 	wFreeRequested
@@ -387,8 +405,8 @@ var ptWordOf = map[string]ptWord{
 	"filename": wFilename, "line": wLine, "name": wName,
 	"real_size": wRealSize, "segments": wSegments,
 	"device_traces": wDeviceTraces, "allocator_settings": wAllocatorSettings,
-	"external_annotations": wExternalAnnotations,
-	"alloc":                wAlloc, "free_requested": wFreeRequested,
+	"external_annotations": wExternalAnnotations, "stage": wStage,
+	"alloc": wAlloc, "free_requested": wFreeRequested,
 	"free_completed": wFreeCompleted, "segment_alloc": wSegmentAlloc,
 	"segment_free": wSegmentFree, "segment_map": wSegmentMap,
 	"segment_unmap": wSegmentUnmap, "oom": wOOM, "snapshot": wSnapshot,
@@ -485,6 +503,9 @@ func (c *ptConv) finish(root pv) error {
 	for _, d := range ids {
 		c.t.Header.Devices = append(c.t.Header.Devices, Device{Index: d})
 	}
+	if len(c.ann) > 0 {
+		c.sink.annotate(c.ann)
+	}
 	return nil
 }
 
@@ -544,12 +565,10 @@ func (c *ptConv) root(v pv) *convErr {
 			c.t.Header.AllocatorSettings = m
 		}
 		// record_function ranges, kept apart from the trace by PyTorch
-		// since ≈2.6; they decide nothing in the allocator.
-		if haveAnn && ann.kind() == pkList {
-			if l, err := c.wantList(".external_annotations", ann); err != nil {
-				return err
-			} else if n := len(l.items); n > 0 {
-				c.note("%d external_annotations not imported", n)
+		// since ≈2.6: markers among the entries (pytorch_annot.go).
+		if haveAnn {
+			if err := c.annotations(ann); err != nil {
+				return err.in(".external_annotations")
 			}
 		}
 		return nil

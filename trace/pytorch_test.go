@@ -110,13 +110,13 @@ func TestReadPyTorchRealFiles(t *testing.T) {
 			Event{Action: ActionFreeCompleted, Addr: 139780117496320, Size: 4, TimeUS: 1772688693001479},
 			Block{Address: 139781782765568, Size: 1966080, State: BlockInactive}},
 		{"cs336_silmont2000_memory_forward_bf16_128.pickle", 43, 178,
-			map[Action]int{ActionAlloc: 937, ActionFreeRequested: 937, ActionFreeCompleted: 937},
-			map[BlockState]int{BlockInactive: 41, BlockAllocated: 137}, []int32{0}, 134, 363,
+			map[Action]int{ActionAlloc: 937, ActionFreeRequested: 937, ActionFreeCompleted: 937, ActionMarker: 2},
+			map[BlockState]int{BlockInactive: 41, BlockAllocated: 137}, []int32{0}, 136, 365,
 			Event{Action: ActionFreeCompleted, Addr: 140587634262016, Size: 10240000, TimeUS: 1772552894628154},
 			Block{Address: 140589632847872, Size: 2097152, RequestedSize: 1179648, State: BlockInactive}},
 		{"cs336_silmont2000_memory_forward_fp32_128.pickle", 29, 164,
-			map[Action]int{ActionAlloc: 681, ActionFreeRequested: 681, ActionFreeCompleted: 681},
-			map[BlockState]int{BlockInactive: 27, BlockAllocated: 137}, []int32{0}, 106, 346,
+			map[Action]int{ActionAlloc: 681, ActionFreeRequested: 681, ActionFreeCompleted: 681, ActionMarker: 2},
+			map[BlockState]int{BlockInactive: 27, BlockAllocated: 137}, []int32{0}, 108, 348,
 			Event{Action: ActionFreeCompleted, Addr: 139991372005376, Size: 20480000, TimeUS: 1772552953894721},
 			Block{Address: 139993504808960, Size: 2097152, State: BlockInactive}},
 		{"cs336_wedsonlin_medium_128_inference.pickle", 98, 230,
@@ -125,9 +125,10 @@ func TestReadPyTorchRealFiles(t *testing.T) {
 			Event{Action: ActionFreeCompleted, Addr: 30140268544, Size: 20480000, TimeUS: 1783874041897772},
 			Block{Address: 32046710784, Size: 6160384, RequestedSize: 2097152, State: BlockInactive}},
 		{"cs336_wedsonlin_medium_128_training.pickle", 377, 918,
-			map[Action]int{ActionAlloc: 6526, ActionFreeRequested: 6305, ActionFreeCompleted: 6305},
-			map[BlockState]int{BlockInactive: 33, BlockAllocated: 885}, []int32{0}, 171, 511,
-			Event{Action: ActionFreeCompleted, Addr: 37341888512, Size: 40960000, TimeUS: 1783874496022988},
+			map[Action]int{ActionAlloc: 6526, ActionFreeRequested: 6305, ActionFreeCompleted: 6305, ActionMarker: 2},
+			map[BlockState]int{BlockInactive: 33, BlockAllocated: 885}, []int32{0}, 173, 513,
+			// external_annotations' END, after the last entry.
+			Event{Action: ActionMarker, TimeUS: 1783874496023051, Label: "Optimizer.step#AdamW.step"},
 			Block{Address: 37593546752, Size: 41943040, RequestedSize: 40960000, State: BlockInactive}},
 		{"flexgen_opt1.3b_oom_snapshot_legacy.pickle", 176, 463,
 			map[Action]int{ActionMarker: 1},
@@ -268,7 +269,7 @@ func TestReadPyTorchNotes(t *testing.T) {
 	needSharedPyTorch(t)
 	tr, err := ReadPyTorchFile(filepath.Join(sharedPyTorchDir, "cs336_wedsonlin_medium_128_training.pickle"))
 	require.NoError(t, err)
-	assert.Equal(t, []string{"2 external_annotations not imported"}, tr.Header.Notes)
+	assert.Empty(t, tr.Header.Notes) // its two external_annotations are imported
 	assert.Equal(t, false, tr.Header.AllocatorSettings["graph_capture_record_stream_reuse"])
 }
 
@@ -581,6 +582,18 @@ func TestReadPyTorchErrors(t *testing.T) {
 		{"settings float", pdict{{"allocator_settings", pdict{{"garbage_collection_threshold", "0.5"}}}}, -1, "allocator_settings.garbage_collection_threshold: expected float, got str"},
 		{"settings str", pdict{{"allocator_settings", pdict{{"PYTORCH_CUDA_ALLOC_CONF", nil}}}}, -1, "allocator_settings.PYTORCH_CUDA_ALLOC_CONF: expected str, got NoneType"},
 		{"settings roundup", pdict{{"allocator_settings", pdict{{"roundup_power2_divisions", pdict{{"1", "x"}}}}}}, -1, "allocator_settings.roundup_power2_divisions.1: expected int, got str"},
+		// external_annotations (pytorch_annot.go)
+		{"not a list", pdict{{"external_annotations", pdict{}}}, -1, "external_annotations: expected list, got dict"},
+		{"none", pdict{{"external_annotations", nil}}, -1, "external_annotations: expected list, got NoneType"},
+		{"item type", ptAnnotated(ptAnnot("START", "a", 0, 1), 5), -1, "external_annotations[1]: expected dict, got int"},
+		{"missing device", ptAnnotated(pdict{{"stage", "START"}, {"name", "a"}, {"time_us", 1}}), -1, `external_annotations[0]: missing key "device"`},
+		{"missing time", ptAnnotated(pdict{{"stage", "START"}, {"name", "a"}, {"device", 0}}), -1, `external_annotations[0]: missing key "time_us"`},
+		{"time type", ptAnnotated(ptAnnot("START", "a", 0, "1")), -1, "external_annotations[0].time_us: expected int, got str"},
+		{"time range", ptAnnotated(ptAnnot("START", "a", 0, uint64(1<<63))), -1, "external_annotations[0].time_us: 9223372036854775808 does not fit in int64"},
+		{"device type", ptAnnotated(ptAnnot("START", "a", 0.5, 1)), -1, "external_annotations[0].device: expected int, got float"},
+		{"device range", ptAnnotated(ptAnnot("START", "a", -1, 1)), -1, "external_annotations[0].device: device -1 out of range"},
+		{"name type", ptAnnotated(pdict{{"stage", "END"}, {"name", 7}, {"device", 0}, {"time_us", 1}}), -1, "external_annotations[0].name: expected str, got int"},
+		{"stage type", ptAnnotated(pdict{{"stage", nil}, {"name", "a"}, {"device", 0}, {"time_us", 1}}), -1, "external_annotations[0].stage: expected str, got NoneType"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := readPT(t, encodePickle(tc.in, false))
@@ -659,6 +672,8 @@ func FuzzPyTorch(f *testing.F) {
 	f.Add(encodePickle(smallPTSnapshot(), false))
 	f.Add(encodePickle(smallPTSnapshot(), true))
 	f.Add(cppStylePickle())
+	f.Add(encodePickle(annotatedPTSnapshot(), false))
+	f.Add(encodePickle(annotatedPTSnapshot(), true))
 	if data, err := os.ReadFile(testdataSnapshot); err == nil {
 		f.Add(data)
 	}

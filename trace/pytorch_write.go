@@ -28,6 +28,11 @@ package trace
 //   - "allocator_settings": Header.AllocatorSettings, PyTorch's keys first
 //     in PyTorch's order, other keys sorted; left out when nil. Known keys
 //     must have the types PyTorch writes (ReadPyTorch checks them).
+//   - "external_annotations": the markers of a record_function
+//     annotation's shape that ReadPyTorch puts back where they are
+//     (pytorch_annot.go, annWriter), as PyTorch's {stage, name, device,
+//     time_us} in time order; left out when there are none (the others
+//     stay user_defined entries).
 //
 // The initial state (Initial) has no place in a snapshot and is not
 // written: memory_viz and the replay's reconstruction both infer what
@@ -39,7 +44,9 @@ package trace
 // oom with device_free in place of addr (an oom's Addr, other events'
 // DeviceFree and non-markers' Label have no place and are not written).
 // memreplay's own actions map to what PyTorch would write:
-//   - marker: PyTorch's markers are "snapshot", "annotate" and
+//   - marker: one of a record_function annotation's shape may go to
+//     external_annotations instead (above). PyTorch's markers are
+//     "snapshot", "annotate" and
 //     "user_defined" (≈2.4's record_function annotations, whose one frame
 //     names the range); ReadPyTorch reads them back as markers labelled
 //     "snapshot", "annotate", and the first frame's name (or
@@ -125,6 +132,7 @@ package trace
 // overlaps the write.
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -228,6 +236,8 @@ type ptWriter struct {
 	kAction, kAddr, kSize, kStream, kTimeUS, kFrames, kDeviceFree ptGet
 	kNames                                                        [ptNumNames]ptGet
 	entryKeys                                                     bool // all of the above but kFrames, kDeviceFree and kNames are set
+	// aw moves annotation markers to external_annotations (pytorch_annot.go).
+	aw annWriter
 }
 
 // ptGet is a memoised string's BINGET or LONG_BINGET, ready to append
@@ -262,11 +272,13 @@ const (
 )
 
 func newPTWriter(w io.Writer, s *Stacks) *ptWriter {
-	return &ptWriter{
+	p := &ptWriter{
 		w: w, buf: make([]byte, 0, ptFlushAt+4096), stacks: s,
 		strMemo: map[string]uint32{}, frameMemo: map[Frame]uint32{},
 		emptyList: -1,
 	}
+	p.aw.p = p
+	return p
 }
 
 func (p *ptWriter) fail(format string, args ...any) {
@@ -492,6 +504,11 @@ func (p *ptWriter) snapshot(t *Trace, hasEvents bool, ndev int, each func(d int,
 		p.str("allocator_settings")
 		p.settings(t.Header.AllocatorSettings)
 	}
+	if len(p.aw.moved) > 0 {
+		top.item()
+		p.str("external_annotations")
+		p.annotations(p.aw.moved)
+	}
 	top.end()
 	p.op(opSTOP)
 	return p.err
@@ -645,7 +662,9 @@ func (p *ptWriter) deviceTraces(ndev int, each func(d int, b *batcher)) {
 		outer.item()
 		p.op(opEMPTY_LIST)
 		b := p.batch(opAPPENDS)
+		p.aw.startDevice(&b)
 		each(d, &b)
+		p.aw.endDevice()
 		b.end()
 	}
 	outer.end()
@@ -762,11 +781,15 @@ func ptLeftOut(a Action) bool {
 	return false
 }
 
-// event writes one trace entry. It is the writer's hot loop (a big
+// event writes the device's next event: an entry now, or later, or (an
+// annotation's marker) in external_annotations, as p.aw decides.
+func (p *ptWriter) event(i int, e *Event, _ *batcher) { p.aw.event(i, e) }
+
+// entry writes one trace entry. It is the writer's hot loop (a big
 // snapshot is tens of millions of them): the keys and action names are
 // appended as ready BINGETs once memoised, and the buffer is flushed once
 // per entry.
-func (p *ptWriter) event(i int, e *Event, b *batcher) {
+func (p *ptWriter) entry(i int, e *Event, b *batcher) {
 	action, extra := p.ptAction(e)
 	if action < 0 {
 		if e.Action == ActionInvalid || e.Action >= numActions {
@@ -791,6 +814,33 @@ func (p *ptWriter) event(i int, e *Event, b *batcher) {
 // ptEntryMax bounds what entryFast writes: EMPTY_DICT MARK, five keys and
 // the action name (BINGETs of at most 5 bytes), four ints.
 const ptEntryMax = 2 + 6*5 + 4*ptIntMax
+
+// annotations writes external_annotations: the moved markers as PyTorch's
+// dicts {stage, name, device, time_us}, in time order (PyTorch's: one ring
+// buffer for all devices; within a device the order is the trace's).
+func (p *ptWriter) annotations(moved []ptAnnOut) {
+	slices.SortStableFunc(moved, func(a, b ptAnnOut) int { return cmp.Compare(a.e.TimeUS, b.e.TimeUS) })
+	p.op(opEMPTY_LIST)
+	l := p.batch(opAPPENDS)
+	for _, a := range moved {
+		l.item()
+		p.op(opEMPTY_DICT, opMARK)
+		stage := "END"
+		if a.start {
+			stage = "START"
+		}
+		p.str("stage")
+		p.str(stage)
+		p.str("name")
+		p.str(a.e.Label)
+		p.str("device")
+		p.int(int64(a.e.Device))
+		p.str("time_us")
+		p.int(a.e.TimeUS)
+		p.op(opSETITEMS)
+	}
+	l.end()
+}
 
 // entryFast writes an entry's fields but frames straight into the
 // buffer, once every key it names is memoised (entryKeys, and its action's

@@ -957,17 +957,18 @@ print(json.dumps(out, sort_keys=True))
 	}
 	require.Equal(t, want, got)
 
-	// Real snapshots: Python sees the same segments, traces and settings
-	// in the written file as in PyTorch's own (less the keys memreplay
-	// does not keep: compile_context, user_metadata, external_annotations).
+	// Real snapshots: Python sees the same segments, traces, settings and
+	// external_annotations in the written file as in PyTorch's own (less
+	// the keys memreplay does not keep: compile_context, user_metadata;
+	// an empty external_annotations is left out).
 	const compare = `
 import pickle, sys
 a = pickle.load(open(sys.argv[1], "rb")); b = pickle.load(open(sys.argv[2], "rb"))
 drop = {"compile_context", "user_metadata"}
 a["device_traces"] = [[{k: v for k, v in e.items() if k not in drop} for e in t] for t in a["device_traces"]]
-for k in ("segments", "device_traces", "allocator_settings"):
-    assert a.get(k) == b.get(k), k
-print("same", sum(len(t) for t in b["device_traces"]), len(b["segments"]))
+for k in ("segments", "device_traces", "allocator_settings", "external_annotations"):
+    assert (a.get(k) or None) == (b.get(k) or None), k
+print("same", sum(len(t) for t in b["device_traces"]) + len(b.get("external_annotations", [])), len(b["segments"]))
 `
 	for _, path := range ptSnapshotFiles(t) {
 		if strings.Contains(path, "legacy") {

@@ -89,13 +89,14 @@ type PyTorchSpool struct {
 	// The packer (see the file comment): batch collects the events
 	// added, todo hands full batches over, free returns them; pending
 	// counts the batches handed over and not yet packed.
-	batch   []Event
-	todo    chan []Event
-	free    chan []Event
-	pending sync.WaitGroup
-	packed  chan struct{} // closed when the packer ends
-	mu      sync.Mutex
-	perr    error // the packer's first error
+	batch       []Event
+	todo        chan []Event
+	free        chan []Event
+	pending     sync.WaitGroup
+	packed      chan struct{} // closed when the packer ends
+	mu          sync.Mutex
+	perr        error // the packer's first error
+	annotations int64 // markers the last WriteSnapshot moved to external_annotations
 }
 
 // spoolBatch is how many events go to the packer at a time, in one of
@@ -150,6 +151,10 @@ func NewPyTorchSpool(dir string, stacks *Stacks) (*PyTorchSpool, error) {
 
 // Events returns the number of events added, left out ones included.
 func (s *PyTorchSpool) Events() int64 { return s.events }
+
+// Annotations returns how many markers the last WriteSnapshot wrote to
+// external_annotations rather than as trace entries (pytorch_annot.go).
+func (s *PyTorchSpool) Annotations() int64 { return s.annotations }
 
 // LeftOut returns the number of events added that PyTorch's trace has no
 // entry for (empty_cache, stream_sync, record_stream): they are not
@@ -500,7 +505,9 @@ func (s *PyTorchSpool) WriteSnapshot(w io.Writer, t *Trace) error {
 		}
 	}
 	pw.async = newAsyncWriter(w, cap(pw.buf))
-	return pw.finish(pw.snapshot(t, s.events > 0, ndev, each))
+	err = pw.finish(pw.snapshot(t, s.events > 0, ndev, each))
+	s.annotations = int64(len(pw.aw.moved))
+	return err
 }
 
 // Close releases the spool file.

@@ -157,8 +157,12 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 	default:
 		state = "no end state in the input (empty segment list)"
 	}
+	entries := plural(int(sum.events-sum.left-sum.annotations), "trace entry")
+	if sum.annotations > 0 {
+		entries += ", " + plural(int(sum.annotations), "external annotation")
+	}
 	fmt.Fprintf(stdout, "%s (%s) -> %s: PyTorch snapshot, %s, %s, %d bytes\n",
-		in, o.Format, out, plural(int(sum.events-sum.left), "trace entry"), state, size)
+		in, o.Format, out, entries, state, size)
 	if sum.left > 0 {
 		fmt.Fprintf(stdout, "  %s with no PyTorch equivalent left out (empty_cache, stream_sync, record_stream)\n", plural(int(sum.left), "event"))
 	}
@@ -168,6 +172,7 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 // pickleSummary is what convert says about a written snapshot.
 type pickleSummary struct {
 	events, left   int64 // left: events with no PyTorch entry
+	annotations    int64 // markers written to external_annotations
 	final, initial []trace.Segment
 	hasFinal       bool
 }
@@ -209,7 +214,7 @@ func spoolToPickle(r trace.Reader, out string) (pickleSummary, error) {
 	if err := f.commit(); err != nil {
 		return pickleSummary{}, err
 	}
-	return pickleSummary{events: sp.Events(), left: sp.LeftOut(), final: final, hasFinal: hasFinal, initial: init}, nil
+	return pickleSummary{events: sp.Events(), left: sp.LeftOut(), annotations: sp.Annotations(), final: final, hasFinal: hasFinal, initial: init}, nil
 }
 
 // plural formats a count and a noun ("entry" -> "entries").

@@ -20,7 +20,7 @@ func TestConvertToPickle(t *testing.T) {
 	out := filepath.Join(dir, "fwd.pickle")
 	code, stdout, stderr := runCLI("convert", partialTrace, out)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, "-> "+out+": PyTorch snapshot, 2043 trace entries, end state of 29 segments")
+	require.Contains(t, stdout, "-> "+out+": PyTorch snapshot, 2043 trace entries, 2 external annotations, end state of 29 segments")
 	require.NotContains(t, stdout, "left out")
 
 	orig, err := trace.ReadPyTorchFile(partialTrace)

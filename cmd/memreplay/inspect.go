@@ -50,8 +50,25 @@ type inspection struct {
 	Initial              *stateSummary     `json:"initial"`
 	InitialReconstructed bool              `json:"initial_reconstructed"`
 	Final                *stateSummary     `json:"final"`
-	Notes                []string          `json:"notes,omitempty"`
+	// Markers sums the markers by label (PyTorch's record_function
+	// annotations with their START and END counts, snapshot entries,
+	// memreplay's own), in order of first appearance; left out when the
+	// trace has none.
+	Markers []markerSummary `json:"markers,omitempty"`
+	Notes   []string        `json:"notes,omitempty"`
 }
+
+type markerSummary struct {
+	Label      string `json:"label"`
+	Count      int64  `json:"count"`
+	Start      int64  `json:"start,omitempty"` // annotations' START markers
+	End        int64  `json:"end,omitempty"`
+	FirstEvent int64  `json:"first_event"`
+}
+
+// maxMarkerLabels bounds the labels inspect tells apart (a profiler's
+// ProfilerStep#N annotations name every step); the rest are summed.
+const maxMarkerLabels = 100
 
 type deviceSummary struct {
 	Index          int32  `json:"index"`
@@ -167,6 +184,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].Index < in.Devices[j].Index })
 	in.Stacks, in.Frames = r.Stacks().NumStacks()-1, r.Stacks().NumFrames()
+	in.Markers = c.markerSummaries(r.Stacks())
 	// Decisions to compare: the recorded segment and oom entries, or the
 	// alloc addresses of a trace with a final state to check against.
 	in.Checkable = replay.Checkable(h.Source, in.Decisions, in.Actions["alloc"], hasFinal)
@@ -187,18 +205,30 @@ type eventCounts struct {
 	actions           [256]int64
 	perDev            map[int32]int64
 	first, last       int64
+	// markers: by label (at most maxMarkerLabels, then "" for the rest),
+	// the count of each stack, for the annotations' stages.
+	markers     map[string]*markerCount
+	markerOrder []string
+}
+
+type markerCount struct {
+	first  int64
+	stacks map[trace.StackID]int64
 }
 
 func newEventCounts() *eventCounts { return &eventCounts{perDev: map[int32]int64{}} }
 
 func (c *eventCounts) Restart() { *c = *newEventCounts() }
 
-func (c *eventCounts) Event(_ int64, e *trace.Event) {
+func (c *eventCounts) Event(i int64, e *trace.Event) {
 	c.events++
 	c.actions[e.Action]++
 	c.perDev[e.Device]++
 	if e.Action.IsDecision() {
 		c.decisions++
+	}
+	if e.Action == trace.ActionMarker {
+		c.marker(i, e)
 	}
 	if e.TimeUS != 0 {
 		if c.first == 0 || e.TimeUS < c.first {
@@ -206,6 +236,47 @@ func (c *eventCounts) Event(_ int64, e *trace.Event) {
 		}
 		c.last = max(c.last, e.TimeUS)
 	}
+}
+
+func (c *eventCounts) marker(i int64, e *trace.Event) {
+	if c.markers == nil {
+		c.markers = map[string]*markerCount{}
+	}
+	label := e.Label
+	m := c.markers[label]
+	if m == nil {
+		if len(c.markerOrder) >= maxMarkerLabels {
+			label = "" // the rest
+			m = c.markers[label]
+		}
+		if m == nil {
+			m = &markerCount{first: i, stacks: map[trace.StackID]int64{}}
+			c.markers[label] = m
+			c.markerOrder = append(c.markerOrder, label)
+		}
+	}
+	m.stacks[e.Stack]++
+}
+
+// markerSummaries sums the markers by label, with the annotations'
+// stages read from their stacks.
+func (c *eventCounts) markerSummaries(s *trace.Stacks) []markerSummary {
+	var out []markerSummary
+	for _, label := range c.markerOrder {
+		m := c.markers[label]
+		ms := markerSummary{Label: label, FirstEvent: m.first}
+		for id, n := range m.stacks {
+			ms.Count += n
+			switch trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: label, Stack: id}, s) {
+			case "START":
+				ms.Start += n
+			case "END":
+				ms.End += n
+			}
+		}
+		out = append(out, ms)
+	}
+	return out
 }
 
 func writeInspection(w io.Writer, in *inspection) error {
@@ -261,6 +332,17 @@ func writeInspection(w io.Writer, in *inspection) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		add("  "+k, fmt.Sprint(in.Actions[k]))
+	}
+	for _, m := range in.Markers {
+		label := fmt.Sprintf("%q", m.Label)
+		if m.Label == "" {
+			label = "(other labels)"
+		}
+		v := fmt.Sprintf("%d, first at event %d", m.Count, m.FirstEvent)
+		if m.Start+m.End > 0 {
+			v = fmt.Sprintf("%d (record_function: %d START, %d END), first at event %d", m.Count, m.Start, m.End, m.FirstEvent)
+		}
+		add("    "+label, v)
 	}
 	if in.FirstTimeUS != 0 {
 		span := time.Duration(in.LastTimeUS-in.FirstTimeUS) * time.Microsecond

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/google/pprof/profile"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/sim/replay"
@@ -23,7 +24,7 @@ func TestReplayReportsARealTrace(t *testing.T) {
 	code, stdout, stderr := runCLI("replay", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "reconstructed")
-	require.Contains(t, stdout, "2043") // events
+	require.Contains(t, stdout, "2045") // events: 2043 entries and 2 external_annotations
 }
 
 func TestReplayCheckJSON(t *testing.T) {
@@ -92,7 +93,7 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "fwd.mrt")
 	code, stdout, stderr := runCLI("convert", partialTrace, out)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, "2043 events")
+	require.Contains(t, stdout, "2045 events")
 
 	_, direct, _ := runCLI("replay", "--check", "--format", "json", partialTrace)
 	code, native, stderr := runCLI("replay", "--check", "--format", "json", out)
@@ -102,7 +103,15 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(native), &b))
 	require.Equal(t, a["stats"], b["stats"])
 	require.Equal(t, a["check"], b["check"])
-	require.Equal(t, a["fragmentation"], b["fragmentation"])
+	// max_external_fragmentation is the largest over the timeline's
+	// samples, and a snapshot's known length samples every 3 events here
+	// where a streamed trace's doubling interval ends at 4: the two agree
+	// only when both schedules happen to take the event that has it (they
+	// did until the snapshot's two annotations moved the events by two).
+	fa, fb := a["fragmentation"].(map[string]any), b["fragmentation"].(map[string]any)
+	delete(fa, "max_external_fragmentation")
+	delete(fb, "max_external_fragmentation")
+	require.Equal(t, fa, fb)
 
 	code, stdout, stderr = runCLI("inspect", "--format", "json", out)
 	require.Equal(t, 0, code, stderr)
@@ -110,7 +119,7 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
 	require.Equal(t, "native", in["format"])
 	require.Equal(t, true, in["initial_reconstructed"])
-	require.EqualValues(t, 2043, in["events"])
+	require.EqualValues(t, 2045, in["events"])
 }
 
 func TestInspect(t *testing.T) {
@@ -358,4 +367,27 @@ func TestInspectPickleMatchesNative(t *testing.T) {
 			require.Equal(t, got[0][k], got[1][k], "%s: %s", pk, k)
 		}
 	}
+}
+
+// A snapshot's external_annotations are markers: inspect lists them by
+// label with their START and END counts, and the JSON report has them.
+func TestInspectAnnotationMarkers(t *testing.T) {
+	code, stdout, stderr := runCLI("inspect", "--format", "json", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	var in map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+	require.EqualValues(t, 2045, in["events"]) // 2043 entries and 2 annotations
+	assert.Equal(t, []any{map[string]any{"label": "Optimizer.zero_grad#AdamW.zero_grad", "count": 2.0, "start": 1.0, "end": 1.0,
+		"first_event": 0.0}}, in["markers"])
+	assert.NotContains(t, stdout, "not imported")
+
+	code, stdout, stderr = runCLI("inspect", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"Optimizer.zero_grad#AdamW.zero_grad" | 2 (record_function: 1 START, 1 END), first at event 0`)
+
+	code, stdout, stderr = runCLI("replay", "--format", "json", partialTrace)
+	require.Equal(t, 0, code, stderr)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+	require.Len(t, in["markers"], 2)
+	assert.Equal(t, "START", in["markers"].([]any)[0].(map[string]any)["stage"])
 }

@@ -635,6 +635,10 @@ func (e *dataEncoder) report(r *jsonReport) {
 	list(e, r.OOMs, (*dataEncoder).jsonOOM)
 	e.raw(`,"retries":`)
 	list(e, r.Retries, (*dataEncoder).retry)
+	if len(r.Markers) > 0 {
+		e.raw(`,"markers":`)
+		list(e, r.Markers, (*dataEncoder).marker)
+	}
 	e.raw(`,"reconstructed":`)
 	e.reconstruction(r.Reconstructed)
 	e.raw(`,"top_sites":`)
@@ -890,6 +894,20 @@ func (e *dataEncoder) retry(r *profiler.Retry) {
 	e.i64(int64(r.Device))
 	e.raw(`,"count":`)
 	e.i64(r.Count)
+	e.raw("}")
+}
+
+func (e *dataEncoder) marker(m *profiler.Marker) {
+	e.raw(`{"event":`)
+	e.i64(m.Event)
+	e.raw(`,"device":`)
+	e.i64(int64(m.Device))
+	e.raw(`,"time_us":`)
+	e.i64(m.TimeUS)
+	e.raw(`,"label":`)
+	e.str(m.Label)
+	e.raw(`,"stage":`)
+	e.str(m.Stage)
 	e.raw("}")
 }
 

@@ -33,6 +33,7 @@ type jsonReport struct {
 	StatsCheck     *jsonStatsCheck     `json:"stats_check,omitempty"`
 	OOMs           []jsonOOM           `json:"ooms"`
 	Retries        []profiler.Retry    `json:"retries"`
+	Markers        []profiler.Marker   `json:"markers,omitempty"` // the trace's record_function annotations (none: left out)
 	Reconstructed  *jsonReconstruction `json:"reconstructed"`
 	TopSites       []jsonSite          `json:"top_sites"`
 	TopStranding   []jsonSite          `json:"top_stranding_sites"`
@@ -283,6 +284,7 @@ func buildJSON(in *Input) *jsonReport {
 		if prof.Retries != nil {
 			r.Retries = prof.Retries
 		}
+		r.Markers = prof.Markers
 	}
 	r.Fragmentation = fragmentationJSON(&f)
 	r.DeviceCalls = callsSummary(&f)

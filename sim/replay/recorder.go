@@ -34,6 +34,15 @@ type Recorder interface {
 	Step(index int64, e *trace.Event)
 }
 
+// MarkerRecorder is an optional interface of a Recorder that wants the
+// trace's markers (PyTorch's annotations and snapshots, memreplay's own):
+// the replay calls Marker for each marker event it replays, in order,
+// whether or not a Step is due there (the profiler puts them on its
+// timeline). Markers change no decision.
+type MarkerRecorder interface {
+	Marker(device int32, index int64, e *trace.Event)
+}
+
 // StepGate is an optional interface of a Recorder whose Step has work to
 // do only at some events (the profiler: at its timeline's samples, and
 // after an event that left it something to settle). The replay then calls

@@ -151,6 +151,7 @@ func Run(r trace.Reader, opts Options) (*Result, error) {
 		rp.res.Policy = opts.Policy.Name()
 	}
 	rp.inputs, _ = opts.Recorder.(inputRecorder)
+	rp.markers, _ = opts.Recorder.(MarkerRecorder)
 	rp.stepDue = &rp.everyStep
 	if g, ok := opts.Recorder.(StepGate); ok {
 		rp.stepDue = g.GateSteps(&rp.pos)
@@ -215,6 +216,8 @@ type replayer struct {
 	// inputs is opts.Recorder when it records the replay as a trace
 	// (ReplayRecorder): told the inputs the replay applies or makes up.
 	inputs inputRecorder
+	// markers is the recorder's MarkerRecorder, if it is one.
+	markers MarkerRecorder
 	// decisionsRead and allocsRead count the trace's decision and alloc
 	// entries (in check mode only): whether a check has anything to
 	// compare.
@@ -991,6 +994,9 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 		d.trial = 0
 		d.applied(e, nil)
 	case trace.ActionMarker:
+		if m := d.rp.markers; m != nil {
+			m.Marker(d.index, idx, e)
+		}
 		d.applied(e, nil)
 	case trace.ActionRecordStream:
 		err = d.recordStream(idx, e)

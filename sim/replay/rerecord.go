@@ -551,6 +551,15 @@ func (m multiRecorder) Step(index int64, e *trace.Event) {
 	}
 }
 
+// Marker passes the marker to the recorders that want it.
+func (m multiRecorder) Marker(device int32, index int64, e *trace.Event) {
+	for _, r := range m {
+		if mr, ok := r.(MarkerRecorder); ok {
+			mr.Marker(device, index, e)
+		}
+	}
+}
+
 type multiInputRecorder struct {
 	multiRecorder
 	ins []inputRecorder

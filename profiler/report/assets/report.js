@@ -26,7 +26,7 @@
   // Colours: the three timeline series and the segment map's states.
   var C = {
     live: '#1f77b4', requested: '#2ca02c', reserved: '#d62728',
-    oom: '#b00020', retry: '#ff7f0e', peak: '#111111',
+    oom: '#b00020', retry: '#ff7f0e', peak: '#111111', marker: '#6b6b6b',
     allocated: '#4e79a7', pending: '#9467bd', stranded: '#e15759', cached: '#d9d9d9',
     grid: '#e6e6e6', axis: '#555555', text: '#222222', capacity: '#6a3d9a'
   };
@@ -171,7 +171,7 @@
   // spec: {name, width, height, x: [lo, hi], y: [lo, hi], xLabel, yFormat
   // ('bytes' | 'percent' | 'number'), series: [{name, color, points, dash,
   // width, opacity}] drawn in order (the last on top),
-  // markers: [{x, color, label, kind: 'line' | 'tick'}], dots: [{x, y, label}],
+  // markers: [{x, color, label, kind: 'line' | 'tick' | 'annotation'}], dots: [{x, y, label}],
   // hlines: [{y, color, label}] (a device's capacity)}
   function lineChart(spec) {
     var W = spec.width || 960;
@@ -210,11 +210,24 @@
       text(g, m.l + pw - 4, sy(hl.y) - 4, hl.label, { 'text-anchor': 'end', fill: hl.color });
       title(g, hl.label);
     });
+    var labelRows = []; // right end of the last annotation label in each row
     (spec.markers || []).forEach(function (mk) {
       if (mk.x < x0 || mk.x > x1) return;
       var g = el('g', { 'class': 'marker ' + (mk.kind || 'line') }, plot);
       if (mk.kind === 'tick') {
         el('rect', { x: sx(mk.x) - 1.5, y: m.t + ph - 10, width: 3, height: 10, fill: mk.color }, g);
+      } else if (mk.kind === 'annotation') {
+        // A thin dotted line, under the OOMs' dashed ones, with its label.
+        el('line', { x1: sx(mk.x), x2: sx(mk.x), y1: m.t, y2: m.t + ph, stroke: mk.color, 'stroke-width': 1, 'stroke-dasharray': '1 3' }, g);
+        if (mk.named) {
+          // Labels that would overlap go on the next row down.
+          var name = mk.label.split(' at event ')[0], px = sx(mk.x) + 3, row = 0;
+          while (row < labelRows.length && labelRows[row] > px) row++;
+          if (row < 6) {
+            labelRows[row] = px + 5.6 * name.length + 6;
+            text(g, px, m.t + 10 + 11 * row, name, { fill: mk.color, 'font-size': 10 });
+          }
+        }
       } else {
         el('line', { x1: sx(mk.x), x2: sx(mk.x), y1: m.t, y2: m.t + ph, stroke: mk.color, 'stroke-width': 1.2, 'stroke-dasharray': '4 3' }, g);
         el('path', { d: 'M' + (sx(mk.x) - 5) + ' ' + m.t + 'l10 0l-5 8z', fill: mk.color }, g);
@@ -372,6 +385,14 @@
     run.ooms.forEach(function (o) {
       if (!mine(o.device)) return;
       markers.push({ x: xOfEvent(run, xs, o.event), color: C.oom, label: 'OOM at event ' + o.event + ': ' + formatSize(o.size) + ' requested' + (o.message ? '\n' + o.message : '') });
+    });
+    // The trace's record_function annotations: each range's START and END.
+    // Their names are written beside them when they are few.
+    var marks = run.report.markers || [];
+    marks.forEach(function (mk) {
+      if (!mine(mk.device)) return;
+      markers.push({ x: xOfEvent(run, xs, mk.event), color: C.marker, kind: 'annotation', named: marks.length <= 24, label: mk.label + ' ' + mk.stage + ' at event ' + mk.event +
+        (mk.time_us ? ' (' + ((mk.time_us - timeAxis(run)) / 1e6).toFixed(6) + ' s)' : '') });
     });
     run.report.retries.forEach(function (r) {
       if (!mine(r.device)) return;
@@ -849,7 +870,8 @@
       tl.push(host);
       timelines.push({ run: r, host: host });
     });
-    if (drawn.length) tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' + (data.multi_device ?
+    if (drawn.length) tl.push(h('p', { 'class': 'muted', text: 'Live: bytes of the blocks the program holds (the maximum within each sample). Requested (the wide pale line under it): the sizes the program asked for, before rounding. Reserved: what the allocator holds from the GPU. Red dashed lines: OOMs; orange ticks: alloc retries (the cache was released and cudaMalloc retried); circle: peak live.' +
+      (data.runs.some(function (r) { return (r.report.markers || []).length > 0; }) ? ' Grey dotted lines: the record_function ranges the trace annotates, their START and END.' : '') + (data.multi_device ?
       ' Several devices: each is drawn on its own, with its capacity as a dashed line when the trace gives one, then their sum at each event.' : '') }));
     root.appendChild(section('timeline', 'Memory over the trace', tl));
     redrawTimelines();

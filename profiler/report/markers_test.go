@@ -1,0 +1,57 @@
+package report
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/profiler"
+)
+
+// A snapshot's external_annotations reach the report as the timeline's
+// markers: in the profile, the JSON report and the page's data, with their
+// stages; a trace without markers has no "markers" key (its JSON is as it
+// was).
+func TestReportAnnotationMarkers(t *testing.T) {
+	in := realInput(t, "../../traces/pytorch/cs336_silmont2000_memory_forward_fp32_128.pickle", nil)
+	want := []profiler.Marker{
+		{Event: 0, Device: 0, TimeUS: 1772552953882198, Label: "Optimizer.zero_grad#AdamW.zero_grad", Stage: "START"},
+		{Event: 1, Device: 0, TimeUS: 1772552953882257, Label: "Optimizer.zero_grad#AdamW.zero_grad", Stage: "END"},
+	}
+	require.Len(t, in.Profile.Markers, 2)
+	for i := range want {
+		m := in.Profile.Markers[i]
+		assert.Equal(t, want[i], profiler.Marker{Event: m.Event, Device: m.Device, TimeUS: m.TimeUS, Label: m.Label, Stage: m.Stage})
+	}
+
+	var buf bytes.Buffer
+	require.NoError(t, WriteJSON(&buf, in))
+	var doc struct {
+		Markers []map[string]any `json:"markers"`
+		Notes   []string         `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &doc))
+	require.Len(t, doc.Markers, 2)
+	assert.Equal(t, map[string]any{"event": 0.0, "device": 0.0, "time_us": 1772552953882198.0,
+		"label": "Optimizer.zero_grad#AdamW.zero_grad", "stage": "START"}, doc.Markers[0])
+	for _, n := range doc.Notes {
+		assert.NotContains(t, n, "external_annotations")
+	}
+
+	d, err := buildHTMLData(&HTMLReport{Runs: []HTMLRun{{Label: "recorded", Input: in}}})
+	require.NoError(t, err)
+	var page bytes.Buffer
+	require.NoError(t, WriteHTML(&page, &HTMLReport{Runs: []HTMLRun{{Label: "recorded", Input: in}}}))
+	assert.Contains(t, page.String(), `"markers":[{"event":0,"device":0,"time_us":1772552953882198,"label":"Optimizer.zero_grad#AdamW.zero_grad","stage":"START"}`)
+	requireAsMarshal(t, d, "annotated")
+
+	plain := realInput(t, "../../traces/pytorch/cs336_silmont2000_mem_snapshot.pickle", nil)
+	assert.Empty(t, plain.Profile.Markers)
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf, plain))
+	assert.False(t, strings.Contains(buf.String(), `"markers"`))
+}
