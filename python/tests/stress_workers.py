@@ -4,10 +4,12 @@ one budget file, KILLS of them SIGKILLed one after another (at least GAP s
 apart) while holding the gate, each replaced at once, as a supervisor
 would. Per run it prints the surviving workers' exit codes, how many died
 of a double pop (Optuna 3.1's race on enqueued trials on SQLite,
-optuna/optuna#4621: "has already finished and can not be updated"), every
-other failure, and whether the study lost a trial: each FAIL trial must
-have exactly one retry (memreplay_retry_of), completed or itself failed
-and retried; none left WAITING or RUNNING with a worker's pid.
+optuna/optuna#4621: "has already finished and can not be updated"), how
+many of SQLite's "database is locked" (a writer waited out the 5 s busy
+timeout), every other failure, and whether the study lost a trial: each
+trial failed for a killed worker (memreplay_worker_died) must have exactly
+one retry (memreplay_retry_of), completed or itself failed and retried;
+none left WAITING or RUNNING with a worker's pid.
 
 Usage: stress_workers.py PYTHON_ROOT RUNS WORKERS KILLS N_JOBS COMPLETE
 PYTHON_ROOT is the python/ folder whose memreplay package and worker.py run
@@ -37,7 +39,7 @@ env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 wrap = [os.path.join(here, "slow_pop.py")] if os.environ.get("STRESS_WIDEN_POP") == "1" else []
 budget = int(os.environ.get("STRESS_BUDGET", 20 << 30))
 gap = float(os.environ.get("STRESS_GAP", "1.0"))
-tot = {"runs": 0, "double_pop_runs": 0, "double_pops": 0, "other_fail_runs": 0, "lost_trial_runs": 0}
+tot = {"runs": 0, "double_pop_runs": 0, "double_pops": 0, "locked": 0, "other_fail_runs": 0, "lost_trial_runs": 0}
 for r in range(runs):
     url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
     optuna.create_study(study_name="gate", storage=url, direction="maximize")
@@ -61,7 +63,7 @@ for r in range(runs):
             last = time.monotonic()
             procs.append(start())
         time.sleep(0.02)
-    codes, double, other = [], 0, []
+    codes, double, locked, other = [], 0, 0, []
     end = time.monotonic() + float(os.environ.get("STRESS_WAIT", "180"))
     for p in procs:
         try:
@@ -76,12 +78,14 @@ for r in range(runs):
         if p.returncode != 0:
             if "has already finished and can not be updated" in err:
                 double += 1
+            elif "database is locked" in err:
+                locked += 1
             else:
                 other.append(err[-600:])
     trials = optuna.load_study(study_name="gate", storage=url).get_trials()
     bad = []
     for t in trials:
-        if t.state == TrialState.FAIL:
+        if t.state == TrialState.FAIL and "memreplay_worker_died" in t.user_attrs:
             rs = [x for x in trials if x.user_attrs.get("memreplay_retry_of") == t.number]
             if len(rs) != 1 or rs[0].state not in (TrialState.COMPLETE, TrialState.FAIL):
                 bad.append((t.number, [(x.number, x.state.name) for x in rs]))
@@ -91,9 +95,10 @@ for r in range(runs):
     tot["runs"] += 1
     tot["double_pops"] += double
     tot["double_pop_runs"] += double > 0
+    tot["locked"] += locked
     tot["other_fail_runs"] += bool(other)
     tot["lost_trial_runs"] += bool(bad or running or waiting)
-    print(f"run {r}: killed {len(killed)} codes {codes} double_pop {double} fails {fails} trials {len(trials)} "
+    print(f"run {r}: killed {len(killed)} codes {codes} double_pop {double} locked {locked} fails {fails} trials {len(trials)} "
           f"bad {bad} running {running} waiting {waiting} load {open('/proc/loadavg').read().split()[0]}", flush=True)
     for o in other:
         print("  OTHER:", o.replace("\n", " | ")[-600:], flush=True)
