@@ -219,10 +219,10 @@ class MemoryGate:
             (gone if cls._dead(w) else alive).append(w)
         led["waiting"] = alive
         # A dead worker's registered trials become orphans, for a worker of
-        # the same study to fail and enqueue again (take_orphans).
+        # the same study to fail and run again (claim_orphan).
         for k, e in list(led.get("trials", {}).items()):
             if cls._dead(e):
-                led["orphans"].append(led["trials"].pop(k))
+                led["orphans"].append(dict(led["trials"].pop(k), key=k))
         return gone
 
     # --- admission --------------------------------------------------------
@@ -284,7 +284,7 @@ class MemoryGate:
         """Records that this process runs a trial (meta: a JSON-able dict
         with at least "study"); returns the key for unregister_trial. When
         the process dies, the next gate to read the file moves the entry to
-        the orphans, which take_orphans hands out once."""
+        the orphans, which claim_orphan hands out one at a time."""
         pid, start = _me()
         with self._lock:
             self._seq += 1
@@ -301,16 +301,42 @@ class MemoryGate:
     def unregister_trial(self, key):
         self._transact(lambda led: led["trials"].pop(key, None))
 
-    def take_orphans(self, study):
-        """The registered trials of study whose process died, each handed
-        out to exactly one caller."""
+    def claim_orphan(self, study):
+        """One registered trial of study whose process died, claimed by
+        this process (a copy of its entry), or None. The orphan stays in
+        the ledger, claimed, until settle_orphan: no other caller gets it
+        meanwhile, and if this process dies or its storage fails before it
+        settles, the orphan is handed out again (taking every orphan out
+        at once, as this once did, lost the rest when recovering one of
+        them raised)."""
+        pid, start = _me()
+        claim = {"pid": pid, "start": start, "image": _IMAGE, "host": self._host}
+
         def take(led):
             self._reclaim(led)
-            mine = [o for o in led["orphans"] if o.get("study") == study]
-            led["orphans"] = [o for o in led["orphans"] if o.get("study") != study]
-            return mine
+            for o in led["orphans"]:
+                if o.get("study") == study and (o.get("claim") is None or self._dead(o["claim"])):
+                    o["claim"] = claim
+                    return dict(o)
+            return None
 
         return self._transact(take)
+
+    def settle_orphan(self, orphan, done):
+        """Ends claim_orphan's claim: done, the orphan leaves the ledger;
+        not done, it is unclaimed and waits for the next claim."""
+        ident = _orphan_ident(orphan)
+
+        def settle(led):
+            for i, o in enumerate(led["orphans"]):
+                if _orphan_ident(o) == ident:
+                    if done:
+                        del led["orphans"][i]
+                    else:
+                        o.pop("claim", None)
+                    return
+
+        self._transact(settle)
 
     def registered(self, study):
         """The trial ids of study in the ledger: registered by a live
@@ -338,6 +364,11 @@ class MemoryGate:
             return [dict(e) for e in led["holders"].values()]
 
         return self._transact(look)
+
+
+def _orphan_ident(o):
+    # The registration key; an orphan a gate before it made has none.
+    return o.get("key") or (o.get("study"), o.get("trial_id"), o.get("pid"), o.get("start"))
 
 
 def _gpu_free(device):

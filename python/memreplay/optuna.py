@@ -96,8 +96,8 @@ class MemoryCallback:
         with a fresh one (os.execv of the same command line): it rejoins the
         study through its storage, so use an RDB storage. With n_jobs > 1
         the other threads' trials die with the process; with a budget
-        file, the restarted process's gate reclaims their bytes and the
-        next trial fails and enqueues them again (docs/optuna.md).
+        file, the restarted process's gate reclaims their bytes and its
+        next trials fail them and run them again (docs/optuna.md).
     max_failures: stop the study (study.stop()) after this many failed
         trials in a row in this process; 0 never stops.
     """
@@ -155,13 +155,13 @@ class MemoryCallback:
                                                 "number": trial.number})
                 if self._restarting.is_set():
                     # The process is about to be replaced: the trial is in
-                    # the ledger, so the fresh image fails and enqueues it
+                    # the ledger, so the fresh image fails it and runs it
                     # again (and takes no orphan it could not finish).
                     threading.Event().wait()
             try:
                 if reg is not None:
                     self._forget_told(threading.get_ident())
-                    self._recover(trial.study)
+                    self._recover(trial)
                 return self._admit_and_run(objective, trial)
             finally:
                 if reg is not None:
@@ -229,29 +229,84 @@ class MemoryCallback:
                 return
             time.sleep(0.01)
 
-    def _recover(self, study):
-        """Fails the trials a dead worker of this study left running and
-        enqueues each again with the parameters it had drawn: a killed
-        worker loses no trial. Optuna's own heartbeat does this too, but
-        Optuna 3.1's fails live trials as well (optuna/optuna#4234), so
-        the gate's ledger, which knows which process ran which trial, is
-        the record used here."""
+    def _recover(self, trial):
+        """Makes this trial, fresh from Optuna and with nothing suggested
+        yet, the retry of one trial a dead worker of the study left
+        running: that trial is failed (memreplay_worker_died names the
+        pid) and this one runs with the parameters it had drawn
+        (memreplay_retry_of names it). A killed worker loses no trial.
+
+        Optuna's own heartbeat does this too, but Optuna 3.1's fails live
+        trials as well (optuna/optuna#4234), so the gate's ledger, which
+        knows which process ran which trial, is the record used here.
+
+        The retry is not enqueued (study.enqueue_trial): every worker's
+        study.ask() pops WAITING trials, and on SQLite two workers can pop
+        the same one (SELECT ... FOR UPDATE takes no lock there;
+        optuna/optuna#4621); the second then stops with "has already
+        finished" and Optuna's "Should not reach". The orphan is claimed
+        under the ledger's flock instead, so exactly one trial takes it,
+        and its parameters become this trial's fixed_params, the system
+        attr through which Optuna gives an enqueued trial its values (each
+        suggest of a name in it returns the fixed value). The other
+        orphans stay in the ledger, RUNNING in the storage, for the next
+        trials to start; one whose recovery raised (a lost database
+        connection) stays too."""
         from optuna.trial import TrialState
 
-        storage = study._storage
-        for o in self.gate.take_orphans(study.study_name):
+        storage = trial.study._storage
+        while True:
+            o = self.gate.claim_orphan(trial.study.study_name)
+            if o is None:
+                return
+            done = False
             try:
                 ft = storage.get_trial(o["trial_id"])
                 if ft.state != TrialState.RUNNING:
+                    done = True  # finished meanwhile: nothing was lost
                     continue
-                storage.set_trial_user_attr(o["trial_id"], "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
-                if not storage.set_trial_state_values(o["trial_id"], TrialState.FAIL):
-                    continue
-            except RuntimeError:  # finished meanwhile: nothing was lost
-                continue
-            study.enqueue_trial(ft.params, user_attrs={"memreplay_retry_of": ft.number})
-            print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and enqueued again",
-                  file=sys.stderr)
+                own = storage.get_trial_system_attrs(trial._trial_id)
+                if own.get("fixed_params"):
+                    return  # an enqueued trial runs its own parameters; the next trial takes the orphan
+                done = self._become_retry(storage, trial, ft, own, o)
+                if done:
+                    return
+                done = True  # the dead trial finished meanwhile; this trial is free for the next orphan
+            finally:
+                self.gate.settle_orphan(o, done)
+
+    def _become_retry(self, storage, trial, ft, own, o):
+        """This trial takes over ft (RUNNING, its worker dead); False when
+        ft turned out finished, and this trial is as it was. This trial is
+        marked first and ft failed after: a worker killed in between
+        leaves ft RUNNING and orphaned (a later trial retries it) and this
+        trial orphaned too, retried in its turn with the same parameters;
+        the other order could leave ft failed with no retry."""
+        from optuna.trial import TrialState
+
+        params = dict(ft.system_attrs.get("fixed_params") or {})  # a retry that died before suggesting
+        params.update(ft.params)
+        trial.set_user_attr("memreplay_retry_of", ft.number)
+        storage.set_trial_system_attr(trial._trial_id, "fixed_params", params)
+        if "grid_id" in own and "grid_id" in ft.system_attrs:
+            # GridSampler gave this trial a grid point of its own; it runs
+            # ft's point instead, so it is marked as visiting ft's, and its
+            # own stays unvisited for a later trial.
+            storage.set_trial_system_attr(trial._trial_id, "grid_id", ft.system_attrs["grid_id"])
+        try:
+            storage.set_trial_user_attr(ft._trial_id, "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
+            failed = storage.set_trial_state_values(ft._trial_id, TrialState.FAIL)
+        except RuntimeError:  # "has already finished": Optuna recorded it after all
+            failed = False
+        if not failed:
+            trial.set_user_attr("memreplay_retry_of", None)
+            storage.set_trial_system_attr(trial._trial_id, "fixed_params", {})
+            if "grid_id" in own:
+                storage.set_trial_system_attr(trial._trial_id, "grid_id", own["grid_id"])
+            return False
+        print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and run again as trial {trial.number}",
+              file=sys.stderr)
+        return True
 
     def _run(self, objective, trial):
         fn, name, reset = self._stats_source()

@@ -52,6 +52,16 @@ g.held()
 print("rewrote", calls[0], flush=True)
 """
 
+# Claims the orphan a killed HOLDER left and sleeps without settling it.
+CLAIMER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from memreplay import MemoryGate
+o = MemoryGate(10, path={path!r}).claim_orphan("s")
+print("claimed", o and o["trial_id"], flush=True)
+time.sleep(60)
+"""
+
 
 class Threads(unittest.TestCase):
     def run_threads(self, gate, needs):
@@ -162,13 +172,23 @@ class Processes(unittest.TestCase):
             with open(path) as f:
                 led = json.load(f)
             self.assertEqual(led["holders"], {})
-            # Each dead worker's registered trial is handed out once, to a
-            # worker of its study.
-            self.assertEqual(gate.take_orphans("other"), [])
-            orphans = gate.take_orphans("s")
-            self.assertEqual(sorted(o["pid"] for o in orphans), sorted([a.pid, b.pid]))
-            self.assertEqual({o["trial_id"] for o in orphans}, {7})
-            self.assertEqual(gate.take_orphans("s"), [])
+            # Each dead worker's registered trial is handed out to one
+            # claimer at a time, of its study; a claim settled as not done
+            # (its recovery failed) hands it out again, one settled done
+            # takes it out.
+            self.assertIsNone(gate.claim_orphan("other"))
+            first, second = gate.claim_orphan("s"), gate.claim_orphan("s")
+            self.assertEqual(sorted([first["pid"], second["pid"]]), sorted([a.pid, b.pid]))
+            self.assertEqual({first["trial_id"], second["trial_id"]}, {7})
+            self.assertIsNone(gate.claim_orphan("s"), "both are claimed")
+            gate.settle_orphan(first, done=False)
+            again = gate.claim_orphan("s")
+            self.assertEqual((again["pid"], again["trial_id"]), (first["pid"], 7))
+            gate.settle_orphan(again, done=True)
+            gate.settle_orphan(second, done=True)
+            self.assertIsNone(gate.claim_orphan("s"))
+            with open(path) as f:
+                self.assertEqual(json.load(f)["orphans"], [])
         finally:
             for p in (a, b):
                 p.kill()
@@ -191,11 +211,38 @@ class Processes(unittest.TestCase):
                 self.assertTrue(p.stdout.startswith("rewrote"), p.stdout)
                 break
             self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-2000:])
-            orphans = MemoryGate(10, path=path).take_orphans("s")
-            self.assertEqual([o["trial_id"] for o in orphans], [7], f"killed before os call {k} of the rewrite")
+            gate = MemoryGate(10, path=path)
+            o = gate.claim_orphan("s")
+            self.assertEqual(o and o["trial_id"], 7, f"killed before os call {k} of the rewrite")
+            self.assertIsNone(gate.claim_orphan("s"))
         else:
             self.fail("the rewrite never finished")
         self.assertGreater(k, 3, "the child was killed inside the rewrite")
+
+    def test_dead_claimer_orphan_is_handed_out_again(self):
+        """A worker that claimed an orphan and died before settling it (or
+        one whose storage failed) leaves the orphan in the ledger: the next
+        claimer gets it. Taking orphans out of the ledger on the claim lost
+        them."""
+        path = os.path.join(tempfile.mkdtemp(), "gpu0.budget")
+        gate = MemoryGate(10, path=path)
+        holder = self.spawn(path, "10", "1")
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+        claimer = subprocess.Popen([sys.executable, "-c", CLAIMER.format(root=os.path.dirname(HERE), path=path)],
+                                   stdout=subprocess.PIPE, text=True)
+        try:
+            self.assertEqual(claimer.stdout.readline().strip(), "claimed 7")
+            self.assertIsNone(gate.claim_orphan("s"), "claimed by a live process")
+            claimer.kill()
+            claimer.wait()
+            o = gate.claim_orphan("s")
+            self.assertEqual((o["trial_id"], o["pid"]), (7, holder.pid))
+        finally:
+            claimer.kill()
+            claimer.wait()
+            claimer.stdout.close()
 
     def test_reused_pid_is_not_the_holder(self):
         path = os.path.join(tempfile.mkdtemp(), "budget")

@@ -1,6 +1,6 @@
 """One worker process of a study shared through an RDB storage, as a user
 would run it on each GPU host: its own gate on the host's budget file and
-the memreplay callback (which also fails and enqueues again the trials of a
+the memreplay callback (which also fails and runs again the trials of a
 worker that died). The trial sleeps for its modelled time with the memory
 `memreplay estimate` predicts held at the gate (no GPU here), and records
 when it ran.

@@ -1,0 +1,105 @@
+"""Stress of the killed-worker tests (not part of the suite: minutes per
+run set). RUNS times: WORKERS worker.py processes on one SQLite study and
+one budget file, KILLS of them SIGKILLed one after another (at least GAP s
+apart) while holding the gate, each replaced at once, as a supervisor
+would. Per run it prints the surviving workers' exit codes, how many died
+of a double pop (Optuna 3.1's race on enqueued trials on SQLite,
+optuna/optuna#4621: "has already finished and can not be updated"), how
+many of SQLite's "database is locked" (a writer waited out the 5 s busy
+timeout), every other failure, and whether the study lost a trial: each
+trial failed for a killed worker (memreplay_worker_died) must have exactly
+one retry (memreplay_retry_of), completed or itself failed and retried;
+none left WAITING or RUNNING with a worker's pid.
+
+Usage: stress_workers.py PYTHON_ROOT RUNS WORKERS KILLS N_JOBS COMPLETE
+PYTHON_ROOT is the python/ folder whose memreplay package and worker.py run
+(an old checkout's, to measure before a change). Environment:
+STRESS_SLEEP (a batch-16 trial's seconds, 0.4), STRESS_BUDGET (bytes, 20
+GiB), STRESS_GAP (1.0), STRESS_WAIT (seconds the workers get to finish
+after the kills, 180), STRESS_WIDEN_POP=1 runs each worker through
+slow_pop.py, which widens the race's window."""
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+root, runs, nw, kills, n_jobs, complete = sys.argv[1], *map(int, sys.argv[2:7])
+sys.path.insert(0, root)
+import optuna  # noqa: E402
+from optuna.trial import TrialState  # noqa: E402
+
+import memreplay  # noqa: E402
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+here = os.path.dirname(os.path.abspath(__file__))
+env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
+wrap = [os.path.join(here, "slow_pop.py")] if os.environ.get("STRESS_WIDEN_POP") == "1" else []
+budget = int(os.environ.get("STRESS_BUDGET", 20 << 30))
+gap = float(os.environ.get("STRESS_GAP", "1.0"))
+tot = {"runs": 0, "double_pop_runs": 0, "double_pops": 0, "locked": 0, "other_fail_runs": 0, "lost_trial_runs": 0}
+for r in range(runs):
+    url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
+    optuna.create_study(study_name="gate", storage=url, direction="maximize")
+    budget_file = os.path.join(tempfile.mkdtemp(), "gpu0.budget")
+    argv = [sys.executable] + wrap + [os.path.join(root, "tests", "worker.py"), url, "gate", budget_file, str(budget),
+                                      str(complete), os.environ.get("STRESS_SLEEP", "0.4"), str(n_jobs)]
+
+    def start():
+        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    procs = [start() for _ in range(nw)]
+    killed, last = [], 0.0
+    gate = memreplay.MemoryGate(budget, path=budget_file)
+    deadline = time.monotonic() + 120
+    while len(killed) < kills and time.monotonic() < deadline:
+        pids = {h["pid"] for h in gate.holders()}
+        victim = next((p for p in procs if p.pid in pids and p.pid not in killed and p.poll() is None), None)
+        if victim is not None and time.monotonic() - last > gap:
+            victim.send_signal(signal.SIGKILL)
+            killed.append(victim.pid)
+            last = time.monotonic()
+            procs.append(start())
+        time.sleep(0.02)
+    codes, double, locked, other = [], 0, 0, []
+    end = time.monotonic() + float(os.environ.get("STRESS_WAIT", "180"))
+    for p in procs:
+        try:
+            _, err = p.communicate(timeout=max(1, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            _, err = p.communicate()
+            other.append("hung (killed by the stress): " + err[-300:])
+        if p.pid in killed:
+            continue
+        codes.append(p.returncode)
+        if p.returncode != 0:
+            if "has already finished and can not be updated" in err:
+                double += 1
+            elif "database is locked" in err:
+                locked += 1
+            else:
+                other.append(err[-600:])
+    trials = optuna.load_study(study_name="gate", storage=url).get_trials()
+    bad = []
+    for t in trials:
+        if t.state == TrialState.FAIL and "memreplay_worker_died" in t.user_attrs:
+            rs = [x for x in trials if x.user_attrs.get("memreplay_retry_of") == t.number]
+            if len(rs) != 1 or rs[0].state not in (TrialState.COMPLETE, TrialState.FAIL):
+                bad.append((t.number, [(x.number, x.state.name) for x in rs]))
+    running = [t.number for t in trials if t.state == TrialState.RUNNING and "pid" in t.user_attrs]
+    waiting = [t.number for t in trials if t.state == TrialState.WAITING]
+    fails = sum(t.state == TrialState.FAIL for t in trials)
+    tot["runs"] += 1
+    tot["double_pops"] += double
+    tot["double_pop_runs"] += double > 0
+    tot["locked"] += locked
+    tot["other_fail_runs"] += bool(other)
+    tot["lost_trial_runs"] += bool(bad or running or waiting)
+    print(f"run {r}: killed {len(killed)} codes {codes} double_pop {double} locked {locked} fails {fails} trials {len(trials)} "
+          f"bad {bad} running {running} waiting {waiting} load {open('/proc/loadavg').read().split()[0]}", flush=True)
+    for o in other:
+        print("  OTHER:", o.replace("\n", " | ")[-600:], flush=True)
+print("TOTAL", tot, flush=True)
