@@ -813,11 +813,12 @@ func (c *ptConv) event(e *Event, v pv, dev int32) *convErr {
 	}
 	if e.Action == ActionMarker {
 		e.Label = ptMarkerLabels[actionWord]
-		// ≈2.4's record_function annotations: the user's name is the one
-		// frame's name (its filename says START or END, kept in Stack).
+		// ≈2.4's record_function annotations: the user's name is in the
+		// first frame (UserDefinedLabel says which field; the stage stays
+		// in Stack).
 		if actionWord == wUserDefined {
 			if idx := c.t.Stacks.FrameIndices(e.Stack); len(idx) > 0 {
-				if n := c.t.Stacks.Frame(idx[0]).Name; n != "" {
+				if n := UserDefinedLabel(c.t.Stacks.Frame(idx[0])); n != "" {
 					e.Label = n
 				}
 			}

@@ -20,10 +20,11 @@ package trace
 //
 // Where they go. Each becomes an ActionMarker event on its device, at its
 // time among that device's entries, labelled with the range's name, its
-// stack one frame {filename: "START" or "END", line: 0, name: the name}:
-// the shape of the ≈2.4 user_defined markers this importer already reads
-// (event: the frame's name is the label), so the two PyTorch forms of the
-// same range read as the same events. "In time order" is, precisely:
+// stack one frame {filename: the name, line: 0, name: "START" or "END"}:
+// the shape of the ≈2.4 user_defined markers (memory_snapshot.cpp builds
+// unwind::Frame{fn.name(), "START", 0}, and unwind::Frame's fields are
+// filename, funcname, lineno), so the two PyTorch forms of the same range
+// read as the same events. "In time order" is, precisely:
 //
 //  1. An annotation belongs before the first entry of its device it does
 //     not follow: a START before the first entry at its time or later (the
@@ -98,7 +99,26 @@ func annFollows(a *ptAnn, e *Event) bool {
 func annSafeAfter(e *Event) bool { return e.Action == ActionAlloc || e.Action == ActionOOM }
 
 // annotationStack is the one-frame stack of an annotation marker.
-func annotationFrame(stage, name string) Frame { return Frame{Filename: stage, Name: name} }
+func annotationFrame(stage, name string) Frame { return Frame{Filename: name, Name: stage} }
+
+func isStage(s string) bool { return s == "START" || s == "END" }
+
+// UserDefinedLabel is the label a ≈2.4 user_defined entry's first frame
+// gives its marker. PyTorch's record_function ranges write the range's
+// name as the frame's filename and START or END as its name; memreplay
+// before this reading wrote them the other way round ({filename: START,
+// name: the range}) and other writers put a plain label in the name.
+// So: a frame named START or END is labelled by its filename, any other
+// by its name ("" when it says nothing).
+func UserDefinedLabel(f Frame) string {
+	if isStage(f.Name) && f.Filename != "" {
+		return f.Filename
+	}
+	if isStage(f.Filename) || f.Name != "" {
+		return f.Name
+	}
+	return ""
+}
 
 // annotationOf reports whether the marker e, with its stack's frames,
 // has an annotation's shape, and if so whether it is a START.
@@ -114,7 +134,7 @@ func annotationOf(e *Event, s *Stacks) (isAnn, start bool) {
 
 // AnnotationStage is "START" or "END" for a marker that is one end of a
 // record_function range (a PyTorch annotation: its stack is the one frame
-// {filename: stage, line: 0, name: its label}), "" for any other event.
+// {filename: its label, line: 0, name: stage}), "" for any other event.
 func AnnotationStage(e *Event, s *Stacks) string {
 	if e.Action != ActionMarker || e.Label == "" || s == nil || int(e.Stack) >= s.NumStacks() {
 		return ""
@@ -124,10 +144,10 @@ func AnnotationStage(e *Event, s *Stacks) string {
 		return ""
 	}
 	f := s.Frame(idx[0])
-	if f.Line != 0 || f.Name != e.Label || (f.Filename != "START" && f.Filename != "END") {
+	if f.Line != 0 || f.Filename != e.Label || !isStage(f.Name) {
 		return ""
 	}
-	return f.Filename
+	return f.Name
 }
 
 // annotations converts external_annotations (see the file comment).

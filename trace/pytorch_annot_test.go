@@ -61,8 +61,8 @@ func annSteps(tr *Trace) []annStep {
 		s := annStep{action: e.Action, label: e.Label, time: e.TimeUS, dev: e.Device}
 		if e.Action == ActionMarker {
 			f := tr.Stacks.Frames(e.Stack)
-			if len(f) == 1 && f[0].Name == e.Label && f[0].Line == 0 {
-				s.stage = f[0].Filename
+			if len(f) == 1 && f[0].Filename == e.Label && f[0].Line == 0 {
+				s.stage = f[0].Name
 			}
 		}
 		out = append(out, s)
@@ -206,7 +206,7 @@ func ptSpoolWrite(t *testing.T, tr *Trace) []byte {
 func TestWritePyTorchAnnotationsKeptInPlace(t *testing.T) {
 	st := NewStacks()
 	mark := func(stage, name string, t int64) Event {
-		return Event{Action: ActionMarker, Label: name, TimeUS: t, Stack: st.Intern([]Frame{{Filename: stage, Name: name}})}
+		return Event{Action: ActionMarker, Label: name, TimeUS: t, Stack: st.Intern([]Frame{annotationFrame(stage, name)})}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -294,7 +294,7 @@ func TestWritePyTorchAnnotationsProperty(t *testing.T) {
 					name := []string{"fwd", "bwd", "step"}[r.IntN(3)]
 					e.Action, e.Label = ActionMarker, name
 					e.TimeUS += int64(r.IntN(5)) - 2
-					e.Stack = st.Intern([]Frame{{Filename: stage, Name: name}})
+					e.Stack = st.Intern([]Frame{annotationFrame(stage, name)})
 				} else {
 					e.Action = actions[r.IntN(len(actions))]
 					e.Addr, e.Size = uint64(1+r.IntN(4))<<12, 512
@@ -359,4 +359,37 @@ func TestReadPyTorchAnnotationsShared(t *testing.T) {
 	ann, ud := ptExternal(t, data)
 	assert.Len(t, ann, 2)
 	assert.Zero(t, ud)
+}
+
+// A user_defined entry's first frame names its marker: PyTorch's
+// record_function ranges put the range in filename and START or END in
+// name; files memreplay wrote before had them the other way round; other
+// writers put a plain label in name.
+func TestUserDefinedLabel(t *testing.T) {
+	for _, c := range []struct {
+		f    Frame
+		want string
+	}{
+		{Frame{Filename: "ProfilerStep#0", Name: "START"}, "ProfilerStep#0"}, // PyTorch ≈2.4
+		{Frame{Filename: "optimizer.step", Name: "END"}, "optimizer.step"},
+		{Frame{Filename: "START", Name: "trial 7"}, "trial 7"}, // memreplay's older files
+		{Frame{Filename: "memreplay", Name: "step 1"}, "step 1"},
+		{Frame{Filename: "START", Name: "START"}, "START"}, // a label that is a stage word
+		{Frame{Filename: "train.py", Line: 3, Name: "<module>"}, "<module>"},
+		{Frame{Filename: "", Name: "START"}, "START"},
+		{Frame{Filename: "START", Name: ""}, ""},
+		{Frame{}, ""},
+	} {
+		assert.Equal(t, c.want, UserDefinedLabel(c.f), "%+v", c.f)
+	}
+}
+
+// A memreplay recording from before the frames followed PyTorch's order
+// ({filename: START, name: the trial}) still reads its label.
+func TestReadPyTorchOlderTrialMarkers(t *testing.T) {
+	old := plist{pdict{{"filename", "START"}, {"line", 0}, {"name", "trial 7"}}}
+	snap := pdict{{"device_traces", plist{plist{ptEntry("user_defined", 0, 0, pkv{"frames", old})}}}}
+	tr := mustReadPT(t, snap, false)
+	require.Len(t, tr.Events, 1)
+	assert.Equal(t, "trial 7", tr.Events[0].Label)
 }

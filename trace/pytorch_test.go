@@ -442,7 +442,7 @@ func ptEntry(action string, addr, size any, more ...pkv) pdict {
 }
 
 func TestReadPyTorchEvents(t *testing.T) {
-	annot := plist{pdict{{"name", "optimizer.step"}, {"filename", "START"}, {"line", 0}}}
+	annot := plist{pdict{{"name", "START"}, {"filename", "optimizer.step"}, {"line", 0}}}
 	snap := pdict{
 		{"device_traces", plist{
 			plist{
@@ -480,7 +480,7 @@ func TestReadPyTorchEvents(t *testing.T) {
 		{Action: ActionSegmentFree, Device: 2},
 		{Action: ActionSegmentMap, Device: 2},
 	}, tr.Events)
-	assert.Equal(t, []Frame{{Filename: "START", Name: "optimizer.step"}}, tr.Stacks.Frames(stack))
+	assert.Equal(t, []Frame{{Filename: "optimizer.step", Name: "START"}}, tr.Stacks.Frames(stack))
 }
 
 func TestReadPyTorchAddresses(t *testing.T) {

@@ -49,17 +49,19 @@ package trace
 //     "snapshot", "annotate" and
 //     "user_defined" (≈2.4's record_function annotations, whose one frame
 //     names the range); ReadPyTorch reads them back as markers labelled
-//     "snapshot", "annotate", and the first frame's name (or
-//     "user_defined" when it is empty). A marker labelled "snapshot" or
+//     "snapshot", "annotate", and the label the first frame gives
+//     (UserDefinedLabel: the filename of a frame named START or END, else
+//     the name; "user_defined" when it is empty). A marker labelled "snapshot" or
 //     "annotate" is written under that action; any other marker is written
 //     as "user_defined", with its stack as it is when the stack's first
 //     frame already carries the label (a marker read from PyTorch), and
 //     otherwise with a frame {filename: "memreplay", line: 0, name: label}
-//     put in front of its stack. An empty label reads back as
+//     put in front of its stack ({filename: label, name: label} for a label
+//     START or END, which that frame would not give back). An empty label reads back as
 //     "user_defined".
 //   - trial_start and trial_end: a trial is a range, and PyTorch writes a
 //     record_function range as two user_defined entries whose one frame is
-//     {filename: "START" or "END", line: 0, name: the range's name}; a
+//     {filename: the range's name, line: 0, name: "START" or "END"}; a
 //     trial is written that way (the name is the label, or "trial" when
 //     it has none, and the trial's stack, if any, follows the frame). They
 //     read back as markers: the trial structure does not survive.
@@ -739,19 +741,22 @@ func (p *ptWriter) ptAction(e *Event) (action int, extra *Frame) {
 		}
 		first := ""
 		if idx := p.stacks.FrameIndices(e.Stack); len(idx) > 0 && int(idx[0]) < p.stacks.NumFrames() {
-			first = p.stacks.Frame(idx[0]).Name
+			first = UserDefinedLabel(p.stacks.Frame(idx[0]))
 		}
 		if first == label || (first == "" && label == "user_defined") {
 			return ptNameUserDefined, nil
 		}
+		if isStage(e.Label) {
+			return ptNameUserDefined, &Frame{Filename: e.Label, Name: e.Label}
+		}
 		return ptNameUserDefined, &Frame{Filename: "memreplay", Name: e.Label}
 	case ActionTrialStart, ActionTrialEnd:
-		f := &Frame{Filename: "START", Name: e.Label}
+		f := &Frame{Filename: e.Label, Name: "START"}
 		if e.Action == ActionTrialEnd {
-			f.Filename = "END"
+			f.Name = "END"
 		}
-		if f.Name == "" {
-			f.Name = "trial"
+		if f.Filename == "" {
+			f.Filename = "trial"
 		}
 		return ptNameUserDefined, f
 	}

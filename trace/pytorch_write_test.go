@@ -97,14 +97,14 @@ func ptExpectedEvents(tr *Trace) []ptNormEvent {
 		case ActionOOM:
 			e.Addr = 0
 		case ActionTrialStart, ActionTrialEnd:
-			f := Frame{Filename: "START", Name: e.Label}
+			f := Frame{Filename: e.Label, Name: "START"}
 			if e.Action == ActionTrialEnd {
-				f.Filename = "END"
+				f.Name = "END"
 			}
-			if f.Name == "" {
-				f.Name = "trial"
+			if f.Filename == "" {
+				f.Filename = "trial"
 			}
-			e.Action, e.Label, e.Frames = ActionMarker, f.Name, append([]Frame{f}, e.Frames...)
+			e.Action, e.Label, e.Frames = ActionMarker, f.Filename, append([]Frame{f}, e.Frames...)
 		case ActionMarker:
 			if e.Label == "snapshot" || e.Label == "annotate" {
 				break
@@ -115,10 +115,14 @@ func ptExpectedEvents(tr *Trace) []ptNormEvent {
 			}
 			first := ""
 			if len(e.Frames) > 0 {
-				first = e.Frames[0].Name
+				first = UserDefinedLabel(e.Frames[0]) // TestUserDefinedLabel pins it
 			}
 			if first != label && (first != "" || label != "user_defined") {
-				e.Frames = append([]Frame{{Filename: "memreplay", Name: e.Label}}, e.Frames...)
+				f := Frame{Filename: "memreplay", Name: e.Label}
+				if e.Label == "START" || e.Label == "END" {
+					f.Filename = e.Label
+				}
+				e.Frames = append([]Frame{f}, e.Frames...)
 			}
 			e.Label = label
 		}
@@ -243,7 +247,7 @@ func ptSampleTrace() *Trace {
 	s := NewStacks()
 	st1 := s.Intern([]Frame{{"train.py", 10, "step"}, {"train.py", 3, "<module>"}})
 	st2 := s.Intern([]Frame{{"model.py", 77, "forward"}, {"train.py", 10, "step"}, {"train.py", 3, "<module>"}})
-	stAnn := s.Intern([]Frame{{"START", 0, "optimizer.step"}})
+	stAnn := s.Intern([]Frame{{"optimizer.step", 0, "START"}})
 	const base = uint64(0x7f3a_0000_0000)
 	tr := &Trace{
 		Header: Header{
@@ -318,15 +322,15 @@ func TestWritePyTorchMapping(t *testing.T) {
 	want := []ev{
 		{ActionSegmentAlloc, 0, "", st1},
 		{ActionAlloc, 0, "", st2},
-		{ActionMarker, 0, "trial 7", []Frame{{"START", 0, "trial 7"}}},
+		{ActionMarker, 0, "trial 7", []Frame{{"trial 7", 0, "START"}}},
 		{ActionFreeRequested, 0, "", st1},
 		{ActionFreeCompleted, 0, "", nil},
 		{ActionMarker, 0, "step 1", []Frame{{"memreplay", 0, "step 1"}}},
 		{ActionMarker, 0, "snapshot", nil},
 		{ActionMarker, 0, "annotate", st1},
-		{ActionMarker, 0, "optimizer.step", []Frame{{"START", 0, "optimizer.step"}}},
+		{ActionMarker, 0, "optimizer.step", []Frame{{"optimizer.step", 0, "START"}}},
 		{ActionSegmentFree, 0, "", nil},
-		{ActionMarker, 0, "trial", []Frame{{"END", 0, "trial"}}},
+		{ActionMarker, 0, "trial", []Frame{{"trial", 0, "END"}}},
 		{ActionAlloc, 1, "", st2},
 		{ActionMarker, 1, "user_defined", nil},
 		{ActionOOM, 1, "", nil},
