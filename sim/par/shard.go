@@ -12,7 +12,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -144,14 +146,41 @@ func ParseShard(s string) (index, count int, err error) {
 	return index, count, nil
 }
 
-// ReadShard reads a partial result written by memreplay par --shard.
+// MaxShardBytes bounds a part file. A mix takes about 14 KB of a part at
+// PAR up to 8 under two settings (20 mixes: 275 KB), so a part of 1 GiB
+// holds some 78,000 mixes; a larger search is split into more shards.
+const MaxShardBytes = 1 << 30
+
+// maxShardBytes is MaxShardBytes, smaller in tests.
+var maxShardBytes int64 = MaxShardBytes
+
+// ReadShard reads a partial result written by memreplay par --shard. The
+// file is decoded as it is read, so one that is not JSON (/dev/zero) is
+// refused at its first bytes; one larger than MaxShardBytes is refused
+// once that much was read, not read into memory whole.
 func ReadShard(path string) (*Shard, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	lr := &io.LimitedReader{R: f, N: maxShardBytes + 1}
+	dec := json.NewDecoder(lr)
 	var s Shard
-	if err := json.Unmarshal(b, &s); err != nil {
+	err = dec.Decode(&s)
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = fmt.Errorf("more data after the part's JSON object")
+		}
+	}
+	if err != nil {
+		if lr.N == 0 {
+			return nil, fmt.Errorf("%s: larger than %d bytes: not a par shard (split the search into more shards)", path, maxShardBytes)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: byte offset %d: not a par shard: %v", path, se.Offset, err)
+		}
 		return nil, fmt.Errorf("%s: not a par shard: %v", path, err)
 	}
 	if s.Format != ShardFormat {
