@@ -275,3 +275,21 @@ func TestHostileInputs(t *testing.T) {
 		})
 	}
 }
+
+// Counts that make a command allocate before it starts are bounded: each
+// of these died at once with "fatal error: out of memory" (a crash, not
+// exit 2).
+func TestHostileCounts(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"demo", "--trials", "1000000000"}, "memreplay demo: --trials 1000000000: want at most 1048576\n"},
+		{[]string{"par", "--mixes", "1000000000000"}, "memreplay par: --mixes 1000000000000: want 1..16777216\n"},
+		{[]string{"par", "--trials-per-worker", "1000000000"}, "memreplay par: --trials-per-worker 1000000000: want 1..65536\n"},
+	} {
+		code, _, stderr := runCLI(c.args...)
+		require.Equal(t, 2, code, stderr)
+		require.Equal(t, c.want, stderr)
+	}
+}

@@ -190,7 +190,7 @@ func ReadShard(path string) (*Shard, error) {
 	switch {
 	case s.Count < 1 || s.Count > maxShards || s.Index < 0 || s.Index >= s.Count:
 		return nil, fmt.Errorf("%s: shard %d/%d: want 0 <= i < n <= %d", path, s.Index, s.Count, maxShards)
-	case h.Mixes < 1 || h.Mixes > maxShards || h.MaxPAR < 1 || h.MaxPAR > 64 || h.TrialsPerWorker < 1 || h.TrialsPerWorker > 1<<16:
+	case h.Mixes < 1 || h.Mixes > MaxMixes || h.MaxPAR < 1 || h.MaxPAR > 64 || h.TrialsPerWorker < 1 || h.TrialsPerWorker > MaxTrialsPerWorker:
 		return nil, fmt.Errorf("%s: a search of %d mixes, PAR up to %d, %d trials per worker: not one par runs", path, h.Mixes, h.MaxPAR, h.TrialsPerWorker)
 	case !(h.Confidence > 0 && h.Confidence < 1) || len(h.Settings) == 0:
 		return nil, fmt.Errorf("%s: confidence %v with %d settings: not one par runs", path, h.Confidence, len(h.Settings))
@@ -202,6 +202,15 @@ func ReadShard(path string) (*Shard, error) {
 // maxShards bounds a part's count and mixes, so that a damaged file cannot
 // make the merge allocate without end.
 const maxShards = 1 << 24
+
+// MaxMixes and MaxTrialsPerWorker bound a search's --mixes and
+// --trials-per-worker as a part file's are bounded: the run allocates
+// per mix and per trial before it starts (--mixes 10^12 died out of
+// memory at once), and a search beyond them could not be merged.
+const (
+	MaxMixes           = maxShards
+	MaxTrialsPerWorker = 1 << 16
+)
 
 // Merge combines the shards of one search into its report: the report one
 // unsharded Run with the same options gives. It refuses shards of other
