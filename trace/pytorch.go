@@ -30,6 +30,7 @@ package trace
 // remember where in the file they were.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -119,8 +120,12 @@ func ReadPyTorch(r io.Reader, name string) (*Trace, error) {
 // A non-nil pipe is the input of a path that is not a regular file (a
 // FIFO, /dev/stdin, bash's <(...)), already open, with the bytes Open
 // read to tell the format still in it: opening such a path again would
-// start after them, or wait for a writer that has gone. It is read whole,
-// having no size to check declared lengths against.
+// start after them, or wait for a writer that has gone. It is streamed
+// as a file is, of unknown size (declared lengths are read as the bytes
+// come), so that what is not a pickle fails at its first bad opcode, as
+// a file does, where reading it whole first never ended on an endless
+// pipe; its bytes are kept for the whole import a snapshot not laid out
+// for streaming needs.
 func readPyTorchPath(path string, pipe io.Reader, start func() (*Trace, eventSink)) error {
 	var f *os.File
 	var fi os.FileInfo
@@ -138,11 +143,17 @@ func readPyTorchPath(path string, pipe io.Reader, start func() (*Trace, eventSin
 		}
 	}
 	if pipe != nil {
-		data, err := readInput(pipe)
-		if err != nil {
+		var raw bytes.Buffer
+		t, sink := start()
+		err := importPyTorch(newFileUnpickler(io.TeeReader(pipe, &raw), -1, path), t, sink)
+		if !errors.Is(err, errNotStreamed) {
+			return err
+		}
+		if _, err := raw.ReadFrom(pipe); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		return readPyTorchData(data, path, start)
+		t, sink = start()
+		return importPyTorch(newMemUnpickler(raw.Bytes(), path), t, sink)
 	}
 	t, sink := start()
 	err := importPyTorch(newFileUnpickler(f, fi.Size(), path), t, sink)
