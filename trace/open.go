@@ -106,15 +106,16 @@ func OpenWith(path string, opts OpenOptions) (*Opened, error) {
 		o.Reader, o.file = r, f
 		return o, nil
 	case FormatPyTorch:
-		f.Close()
-		// By path: the importer streams the file and checks declared
-		// lengths against its size.
-		var p *Packed
-		if opts.Observe != nil {
-			p, err = ReadPyTorchObserved(path, opts.Observe)
-		} else {
-			p, err = ReadPyTorchPacked(path)
+		// A regular file by path: the importer streams it and checks
+		// declared lengths against its size. Anything else (a FIFO, a
+		// pipe) from br, which holds the bytes read to detect the format:
+		// opened again it would lose them.
+		var pipe io.Reader
+		if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+			pipe = br
 		}
+		p, err := readPyTorchPacked(path, pipe, opts.Observe)
+		f.Close()
 		if err != nil {
 			return nil, err
 		}

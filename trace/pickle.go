@@ -352,8 +352,10 @@ type unpickler struct {
 	// them in order), any other index in sparse.
 	memo      []pv
 	sparse    map[uint64]pv
-	memoCount int   // distinct indices stored: MEMOIZE's next index
-	frameEnd  int64 // byte offset of the end of the current FRAME, 0 outside frames
+	memoCount int    // distinct indices stored: MEMOIZE's next index
+	frameEnd  int64  // byte offset of the end of the current FRAME, 0 outside frames
+	frameAt   int64  // byte offset of the current FRAME opcode (for frameCut)
+	frameLen  uint64 // and the length it declared
 	// Slabs the containers' first items are carved from.
 	pvSlab   []pv
 	itemSlab []pyItem
@@ -439,8 +441,8 @@ func memoFor(size int64) []pv {
 	return make([]pv, 0, min(size/32, 1<<20))
 }
 
-// newFileUnpickler reads size bytes (the file's size when opened) from
-// src through a window.
+// newFileUnpickler reads size bytes (the file's size when opened; -1: not
+// known, a pipe) from src through a window.
 func newFileUnpickler(src io.Reader, size int64, file string) *unpickler {
 	w := pickleWindow
 	if size >= 0 && size < int64(w) {
@@ -474,6 +476,11 @@ func (u *unpickler) more(from, pos, n int) (int, int) {
 	for len(u.data)-pos < n && !u.eof {
 		m, err := u.src.Read(u.buf[len(u.data):cap(u.buf)])
 		u.data = u.buf[:len(u.data)+m]
+		if u.size < 0 && u.st != nil && u.st.c != nil {
+			// Of unknown size, the input's budget of objects (newPTConv)
+			// grows with the bytes that came.
+			u.st.c.budget += m
+		}
 		if err != nil {
 			u.eof = true
 			if err != io.EOF {
@@ -484,15 +491,39 @@ func (u *unpickler) more(from, pos, n int) (int, int) {
 	return 0, pos
 }
 
-// left is what the input holds from window position pos on.
-func (u *unpickler) left(pos int) int64 { return u.size - u.base - int64(pos) }
+// left is what the input holds from window position pos on. An input of
+// unknown size (a pipe, size -1) may hold any length: sized reads it as
+// it comes.
+func (u *unpickler) left(pos int) int64 {
+	if u.size < 0 {
+		return math.MaxInt64
+	}
+	return u.size - u.base - int64(pos)
+}
 
 func (u *unpickler) errf(off int, format string, args ...any) *FormatError {
 	return &FormatError{File: u.file, Offset: u.base + int64(off), Event: -1, Msg: fmt.Sprintf(format, args...)}
 }
 
 func (u *unpickler) truncated(off int, op byte, need, left int) *FormatError {
+	if e := u.frameCut(); e != nil {
+		return e
+	}
 	return u.errf(off, "truncated: %s needs %d more bytes, %d left", pickleOpName(op), need, left)
+}
+
+// frameCut is, for an input of unknown size (a pipe) that ended inside
+// the current FRAME, the error a file's size gives at the FRAME opcode
+// itself, so that a pipe and a file cut at the same byte read the same;
+// nil otherwise.
+func (u *unpickler) frameCut() *FormatError {
+	end := u.base + int64(len(u.data))
+	if u.size >= 0 || !u.eof || u.frameEnd <= end {
+		return nil
+	}
+	payload := u.frameAt + 9 // the opcode and its 8-byte length
+	return &FormatError{File: u.file, Offset: u.frameAt, Event: -1,
+		Msg: fmt.Sprintf("truncated: FRAME declares %d bytes, %d left", u.frameLen, end-payload)}
 }
 
 func (u *unpickler) underflow(off int, op byte) *FormatError {
@@ -507,6 +538,9 @@ func (u *unpickler) endOfInput(pos int) error {
 	if u.srcErr != nil {
 		return &FormatError{File: u.file, Offset: u.base + int64(pos), Event: -1, Msg: "reading", Err: u.srcErr}
 	}
+	if e := u.frameCut(); e != nil {
+		return e
+	}
 	return u.errf(pos, "truncated: input ends before STOP")
 }
 
@@ -514,14 +548,27 @@ func (u *unpickler) endOfInput(pos int) error {
 // its payload starting at pos. ok is false, with the error, when the
 // input has fewer. The slice is valid until the next call that reads.
 func (u *unpickler) sized(start, pos int, op byte, n uint64) (b []byte, newStart, newPos int, err error) {
-	if l := u.left(pos); n > uint64(max(l, 0)) {
+	if l := u.left(pos); u.size >= 0 && n > uint64(max(l, 0)) {
 		return nil, start, pos, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, l)
 	}
 	if uint64(len(u.data)-pos) < n {
-		start, pos = u.more(start, pos, int(n))
-		if uint64(len(u.data)-pos) < n { // the file shrank
+		if u.size < 0 {
+			// Nothing to check n against: the window grows by at most
+			// its own size a read, so memory follows the bytes that
+			// come, not the length declared.
+			for uint64(len(u.data)-pos) < n && !u.eof {
+				want := min(n, uint64(len(u.data)-pos)+uint64(max(cap(u.buf), pickleWindow)))
+				start, pos = u.more(start, pos, int(want))
+			}
+		} else {
+			start, pos = u.more(start, pos, int(n))
+		}
+		if uint64(len(u.data)-pos) < n { // the file shrank, or a pipe ended
 			if u.srcErr != nil {
 				return nil, start, pos, &FormatError{File: u.file, Offset: u.base + int64(start), Event: -1, Msg: "reading", Err: u.srcErr}
+			}
+			if e := u.frameCut(); e != nil {
+				return nil, start, pos, e
 			}
 			return nil, start, pos, u.errf(start, "truncated: %s declares %d bytes, %d left", pickleOpName(op), n, len(u.data)-pos)
 		}
@@ -1037,10 +1084,13 @@ func (u *unpickler) run() (pv, error) {
 			if u.base+int64(start) < u.frameEnd {
 				return 0, u.errf(start, "FRAME inside the previous frame (which ends at byte offset %d)", u.frameEnd)
 			}
-			if l := u.left(pos); n > uint64(max(l, 0)) {
+			if l := u.left(pos); u.size >= 0 && n > uint64(max(l, 0)) {
 				return 0, u.errf(start, "truncated: FRAME declares %d bytes, %d left", n, l)
 			}
-			u.frameEnd = u.base + int64(pos) + int64(n)
+			// A pipe's FRAME is checked when the pipe ends (frameCut); one
+			// past any offset ends at the largest.
+			u.frameEnd = u.base + int64(pos) + int64(min(n, uint64(math.MaxInt64-u.base-int64(pos))))
+			u.frameAt, u.frameLen = u.base+int64(start), n
 
 		case opSTOP:
 			if len(u.stack) <= u.fence {
@@ -1054,6 +1104,14 @@ func (u *unpickler) run() (pv, error) {
 			}
 			if u.st != nil && u.st.open {
 				return 0, u.shapef(start, "STOP inside a trace entry")
+			}
+			// A pipe's last FRAME is checked as a file's is at the
+			// FRAME: its bytes must all be there.
+			for u.size < 0 && !u.eof && u.base+int64(len(u.data)) < u.frameEnd {
+				u.more(len(u.data), len(u.data), int(min(u.frameEnd-u.base-int64(len(u.data)), int64(pickleWindow))))
+			}
+			if e := u.frameCut(); e != nil {
+				return 0, e
 			}
 			return u.stack[0], nil
 

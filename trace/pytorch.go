@@ -30,6 +30,7 @@ package trace
 // remember where in the file they were.
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -46,7 +47,7 @@ const PyTorchImporterVersion = "pytorch-snapshot/1"
 // ReadPyTorchFile reads a snapshot pickle from a file.
 func ReadPyTorchFile(path string) (*Trace, error) {
 	var sink *sliceSink
-	err := readPyTorchPath(path, func() (*Trace, eventSink) {
+	err := readPyTorchPath(path, nil, func() (*Trace, eventSink) {
 		sink = &sliceSink{t: newPTTrace(path)}
 		return sink.t, sink
 	})
@@ -66,9 +67,15 @@ func ReadPyTorchPacked(path string) (*Packed, error) { return ReadPyTorchObserve
 // obs (if not nil), on another goroutine, while the import goes on. It
 // returns once obs has seen them all.
 func ReadPyTorchObserved(path string, obs EventObserver) (*Packed, error) {
+	return readPyTorchPacked(path, nil, obs)
+}
+
+// readPyTorchPacked is ReadPyTorchObserved; a non-nil pipe is the
+// input, already open (see readPyTorchPath), path only its name.
+func readPyTorchPacked(path string, pipe io.Reader, obs EventObserver) (*Packed, error) {
 	var t *Trace
 	var pl *pipeLog
-	err := readPyTorchPath(path, func() (*Trace, eventSink) {
+	err := readPyTorchPath(path, pipe, func() (*Trace, eventSink) {
 		if pl != nil { // starting over
 			pl.end(false)
 			if obs != nil {
@@ -109,25 +116,47 @@ func ReadPyTorch(r io.Reader, name string) (*Trace, error) {
 // readPyTorchPath imports a file, streamed through a window; a snapshot
 // not laid out for streaming is imported again whole (see stream.go).
 // start is called for each attempt and returns where the result goes.
-func readPyTorchPath(path string, start func() (*Trace, eventSink)) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
+//
+// A non-nil pipe is the input of a path that is not a regular file (a
+// FIFO, /dev/stdin, bash's <(...)), already open, with the bytes Open
+// read to tell the format still in it: opening such a path again would
+// start after them, or wait for a writer that has gone. It is streamed
+// as a file is, of unknown size (declared lengths are read as the bytes
+// come), so that what is not a pickle fails at its first bad opcode, as
+// a file does, where reading it whole first never ended on an endless
+// pipe; its bytes are kept for the whole import a snapshot not laid out
+// for streaming needs.
+func readPyTorchPath(path string, pipe io.Reader, start func() (*Trace, eventSink)) error {
+	var f *os.File
+	var fi os.FileInfo
+	if pipe == nil {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return err
+		}
+		defer f.Close()
+		if fi, err = f.Stat(); err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() { // a pipe: no size to check lengths against
+			pipe = f
+		}
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return err
-	}
-	if !fi.Mode().IsRegular() { // a pipe: no size to check lengths against
-		data, err := readInput(f)
-		if err != nil {
+	if pipe != nil {
+		var raw bytes.Buffer
+		t, sink := start()
+		err := importPyTorch(newFileUnpickler(io.TeeReader(pipe, &raw), -1, path), t, sink)
+		if !errors.Is(err, errNotStreamed) {
+			return err
+		}
+		if _, err := raw.ReadFrom(pipe); err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
-		return readPyTorchData(data, path, start)
+		t, sink = start()
+		return importPyTorch(newMemUnpickler(raw.Bytes(), path), t, sink)
 	}
 	t, sink := start()
-	err = importPyTorch(newFileUnpickler(f, fi.Size(), path), t, sink)
+	err := importPyTorch(newFileUnpickler(f, fi.Size(), path), t, sink)
 	if !errors.Is(err, errNotStreamed) {
 		return err
 	}

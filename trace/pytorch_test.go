@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -668,6 +669,21 @@ func TestReadPyTorchBadPickle(t *testing.T) {
 
 // FuzzPyTorch: no input panics; errors are *FormatErrors; a trace that
 // comes back has valid stack IDs.
+// pipeImport imports data as readPyTorchPath imports a pipe: a reader
+// that has no size.
+func pipeImport(data []byte, name string) (*Trace, error) {
+	var sink *sliceSink
+	err := readPyTorchPath(name, struct{ io.Reader }{bytes.NewReader(data)}, func() (*Trace, eventSink) {
+		sink = &sliceSink{t: newPTTrace(name)}
+		return sink.t, sink
+	})
+	if err != nil {
+		return nil, err
+	}
+	sink.flatten()
+	return sink.t, nil
+}
+
 func FuzzPyTorch(f *testing.F) {
 	f.Add(encodePickle(smallPTSnapshot(), false))
 	f.Add(encodePickle(smallPTSnapshot(), true))
@@ -687,6 +703,15 @@ func FuzzPyTorch(f *testing.F) {
 		}
 		if err == nil && !reflect.DeepEqual(tr, whole) {
 			t.Fatalf("streamed and whole imports differ")
+		}
+		// A pipe, streamed with no size to check lengths against, gives
+		// the same too.
+		pipe, perr := pipeImport(data, "fuzz")
+		if (err == nil) != (perr == nil) || (err != nil && err.Error() != perr.Error()) {
+			t.Fatalf("streamed: %v; from a pipe: %v", err, perr)
+		}
+		if err == nil && !reflect.DeepEqual(tr, pipe) {
+			t.Fatalf("streamed and piped imports differ")
 		}
 		if err != nil {
 			var fe *FormatError

@@ -60,11 +60,49 @@ var colNames = map[string]int{
 	"size": colSize, "alignment": colAlignment, "offset": colOffset,
 }
 
+// MaxCSVLine is the longest line ReadCSV reads: a buffer's line is an id
+// and up to five integers, so a longer one is not a placement CSV line.
+// encoding/csv has no bound of its own: a file without a newline (or
+// /dev/zero) grew one line until memory ran out.
+const MaxCSVLine = 64 << 10
+
+// lineBound passes its reader's bytes through until a line (the bytes
+// since the last newline) runs past max bytes; the read then fails with a
+// *lineTooLong naming that line.
+type lineBound struct {
+	r    io.Reader
+	max  int
+	run  int // bytes of the current line so far
+	line int // 1-based number of the current line
+}
+
+type lineTooLong struct{ line, max int }
+
+func (e *lineTooLong) Error() string {
+	return fmt.Sprintf("line longer than %d bytes: not a placement CSV line", e.max)
+}
+
+func (b *lineBound) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	for i, c := range p[:n] {
+		if c == '\n' {
+			b.run = 0
+			b.line++
+			continue
+		}
+		if b.run++; b.run > b.max {
+			return i, &lineTooLong{line: b.line, max: b.max}
+		}
+	}
+	return n, err
+}
+
 // ReadCSV reads a problem; offsets is nil unless the file has an offset
 // column. Every buffer passes CheckBuffer and the ids are distinct; name
-// is the file's name for errors.
+// is the file's name for errors. A line longer than MaxCSVLine is an
+// error.
 func ReadCSV(r io.Reader, name string) (bufs []Buffer, offsets []uint64, err error) {
-	cr := csv.NewReader(r)
+	cr := csv.NewReader(&lineBound{r: r, max: MaxCSVLine, line: 1})
 	cr.FieldsPerRecord = -1
 	cr.ReuseRecord = true
 	fail := func(line int, col, format string, args ...any) error {
@@ -189,6 +227,10 @@ func ReadCSV(r io.Reader, name string) (bufs []Buffer, offsets []uint64, err err
 
 // csvReadError turns encoding/csv's error into a CSVError.
 func csvReadError(name string, err error) error {
+	var long *lineTooLong
+	if errors.As(err, &long) {
+		return &CSVError{File: name, Line: long.line, Msg: long.Error()}
+	}
 	var pe *csv.ParseError
 	if errors.As(err, &pe) {
 		return &CSVError{File: name, Line: pe.Line, Msg: fmt.Sprintf("byte %d of the line: %v", pe.Column, pe.Err)}

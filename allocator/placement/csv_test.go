@@ -2,6 +2,7 @@ package placement
 
 import (
 	"bytes"
+	"io"
 	"strings"
 	"testing"
 
@@ -78,4 +79,45 @@ func TestWriteCSVRoundTrip(t *testing.T) {
 	require.NoError(t, WriteCSV(&w, bufs[1:], nil))
 	require.Equal(t, "id,lower,upper,size\n\"q\"\"t\",0,5,3\n", w.String())
 	require.Error(t, WriteCSV(&w, bufs, []uint64{1}))
+}
+
+// noNewline is 64 MiB without a newline, like /dev/zero (which does
+// not end), counting what was read of it.
+type noNewline struct{ read int64 }
+
+func (e *noNewline) Read(p []byte) (int, error) {
+	if e.read >= 64<<20 {
+		return 0, io.EOF
+	}
+	p = p[:min(int64(len(p)), 64<<20-e.read)]
+	for i := range p {
+		p[i] = '7'
+	}
+	e.read += int64(len(p))
+	return len(p), nil
+}
+
+// A line longer than MaxCSVLine is an error naming its line, after
+// reading little more than the line: encoding/csv alone grew one line of
+// /dev/zero until the process ran out of memory.
+func TestReadCSVBoundsLines(t *testing.T) {
+	src := &noNewline{}
+	_, _, err := ReadCSV(src, "zero")
+	require.EqualError(t, err, "zero:1: line longer than 65536 bytes: not a placement CSV line")
+	require.Less(t, src.read, int64(1<<20))
+
+	long := "id,lower,upper,size\n0,0,1,1\n" + strings.Repeat("9", 65536+1) + ",0,1,1\n"
+	_, _, err = ReadCSV(strings.NewReader(long), "p.csv")
+	require.EqualError(t, err, "p.csv:3: line longer than 65536 bytes: not a placement CSV line")
+
+	// A quoted field cannot hide a long line: its newline ends the line.
+	quoted := "id,lower,upper,size\n\"" + strings.Repeat("a\n", 65536) + "\",0,1,1\n"
+	bufs, _, err := ReadCSV(strings.NewReader(quoted), "q.csv")
+	require.NoError(t, err)
+	require.Len(t, bufs, 1)
+
+	// The longest line passes.
+	ok := "id,lower,upper,size\n" + strings.Repeat("9", 65536-len(",0,1,1")) + ",0,1,1\n"
+	_, _, err = ReadCSV(strings.NewReader(ok), "ok.csv")
+	require.NoError(t, err)
 }

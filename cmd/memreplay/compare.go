@@ -84,6 +84,9 @@ func compareCmd(args []string, stdout, stderr io.Writer) error {
 	if len(runs) < 2 && *noRecorded || len(runs) == 0 {
 		return usageError{fmt.Errorf("nothing to compare: give --alloc-conf or --policy at least once")}
 	}
+	if err := replayableTwice("compare", path, len(runs)); err != nil {
+		return err
+	}
 	if rf.html != "" {
 		if err := canWrite("--html", rf.html); err != nil {
 			return err

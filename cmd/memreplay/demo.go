@@ -62,6 +62,9 @@ func demoCmd(args []string, stdout, stderr io.Writer) error {
 	if o.Trials < 1 || o.StepsPerTrial < 1 {
 		return usageError{fmt.Errorf("--trials and --steps must be at least 1")}
 	}
+	if o.Trials > demo.MaxTrials {
+		return usageError{fmt.Errorf("--trials %d: want at most %d", o.Trials, demo.MaxTrials)}
+	}
 	if len(*confs) == 0 {
 		*confs = []string{"", "expandable_segments:True"}
 	}

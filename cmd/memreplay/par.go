@@ -138,10 +138,10 @@ func parCmd(args []string, stdout, stderr io.Writer) error {
 	switch {
 	case *maxPAR < 1 || *maxPAR > 64:
 		return usageError{fmt.Errorf("--max-par %d: want 1..64", *maxPAR)}
-	case *mixes < 1:
-		return usageError{fmt.Errorf("--mixes %d: want at least 1", *mixes)}
-	case *perWorker < 1:
-		return usageError{fmt.Errorf("--trials-per-worker %d: want at least 1", *perWorker)}
+	case *mixes < 1 || *mixes > simpar.MaxMixes:
+		return usageError{fmt.Errorf("--mixes %d: want 1..%d", *mixes, simpar.MaxMixes)}
+	case *perWorker < 1 || *perWorker > simpar.MaxTrialsPerWorker:
+		return usageError{fmt.Errorf("--trials-per-worker %d: want 1..%d", *perWorker, simpar.MaxTrialsPerWorker)}
 	case !(*confidence > 0 && *confidence < 1):
 		return usageError{fmt.Errorf("--confidence %v: want a value in (0, 1), e.g. 0.9", *confidence)}
 	case !(*share > 0 && *share <= 1):

@@ -91,6 +91,11 @@ func reportCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	page := report.HTMLReport{Title: *title}
 	for _, path := range fs.Args() {
+		if err := replayableTwice("report", path, len(settings)); err != nil {
+			return err
+		}
+	}
+	for _, path := range fs.Args() {
 		base, err := rf.options(path)
 		if err != nil {
 			return err

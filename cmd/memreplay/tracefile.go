@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 
 	"github.com/spf13/pflag"
 
@@ -33,6 +34,21 @@ func openError(err error) error {
 		return inputError{err}
 	}
 	return err
+}
+
+// replayableTwice refuses a trace that is not a regular file (a pipe, a
+// FIFO, /dev/stdin) where cmd replays it runs times (compare's columns,
+// report's settings): every replay opens the path, and the second one
+// found a drained pipe and called it an empty file.
+func replayableTwice(cmd, path string, runs int) error {
+	if runs < 2 {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil || fi.Mode().IsRegular() {
+		return nil // a missing file is the open's error
+	}
+	return inputError{fmt.Errorf("%s: not a regular file (a pipe or a FIFO), which %s would read %d times, once per setting: save it to a file first", path, cmd, runs)}
 }
 
 // inputError is bad input that is not a trace.FormatError (a missing file):

@@ -36,6 +36,11 @@ type Options struct {
 	EmptyCacheBetweenTrials bool
 }
 
+// MaxTrials bounds Options.Trials: Trials makes every trial's spec (about
+// 220 bytes) before the first runs, so --trials 10^9 died out of memory
+// at once. A million trials take hours.
+const MaxTrials = 1 << 20
+
 // DefaultOptions is the run `memreplay demo` does.
 func DefaultOptions() Options {
 	return Options{Capacity: 24 << 30, Trials: 24, StepsPerTrial: 3, Seed: 1}
@@ -54,6 +59,9 @@ func Trials(o Options) ([]trial.Spec, error) {
 	m, err := trial.LookupModel("bert-base")
 	if err != nil {
 		return nil, err
+	}
+	if o.Trials < 0 || o.Trials > MaxTrials {
+		return nil, fmt.Errorf("%d trials: want 0..%d", o.Trials, MaxTrials)
 	}
 	r := rand.New(rand.NewPCG(o.Seed, 0x5eed))
 	specs := make([]trial.Spec, o.Trials)

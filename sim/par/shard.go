@@ -12,7 +12,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
@@ -144,14 +146,41 @@ func ParseShard(s string) (index, count int, err error) {
 	return index, count, nil
 }
 
-// ReadShard reads a partial result written by memreplay par --shard.
+// MaxShardBytes bounds a part file. A mix takes about 14 KB of a part at
+// PAR up to 8 under two settings (20 mixes: 275 KB), so a part of 1 GiB
+// holds some 78,000 mixes; a larger search is split into more shards.
+const MaxShardBytes = 1 << 30
+
+// maxShardBytes is MaxShardBytes, smaller in tests.
+var maxShardBytes int64 = MaxShardBytes
+
+// ReadShard reads a partial result written by memreplay par --shard. The
+// file is decoded as it is read, so one that is not JSON (/dev/zero) is
+// refused at its first bytes; one larger than MaxShardBytes is refused
+// once that much was read, not read into memory whole.
 func ReadShard(path string) (*Shard, error) {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
+	defer f.Close()
+	lr := &io.LimitedReader{R: f, N: maxShardBytes + 1}
+	dec := json.NewDecoder(lr)
 	var s Shard
-	if err := json.Unmarshal(b, &s); err != nil {
+	err = dec.Decode(&s)
+	if err == nil {
+		if _, end := dec.Token(); end != io.EOF {
+			err = fmt.Errorf("more data after the part's JSON object")
+		}
+	}
+	if err != nil {
+		if lr.N == 0 {
+			return nil, fmt.Errorf("%s: larger than %d bytes: not a par shard (split the search into more shards)", path, maxShardBytes)
+		}
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			return nil, fmt.Errorf("%s: byte offset %d: not a par shard: %v", path, se.Offset, err)
+		}
 		return nil, fmt.Errorf("%s: not a par shard: %v", path, err)
 	}
 	if s.Format != ShardFormat {
@@ -161,7 +190,7 @@ func ReadShard(path string) (*Shard, error) {
 	switch {
 	case s.Count < 1 || s.Count > maxShards || s.Index < 0 || s.Index >= s.Count:
 		return nil, fmt.Errorf("%s: shard %d/%d: want 0 <= i < n <= %d", path, s.Index, s.Count, maxShards)
-	case h.Mixes < 1 || h.Mixes > maxShards || h.MaxPAR < 1 || h.MaxPAR > 64 || h.TrialsPerWorker < 1 || h.TrialsPerWorker > 1<<16:
+	case h.Mixes < 1 || h.Mixes > MaxMixes || h.MaxPAR < 1 || h.MaxPAR > 64 || h.TrialsPerWorker < 1 || h.TrialsPerWorker > MaxTrialsPerWorker:
 		return nil, fmt.Errorf("%s: a search of %d mixes, PAR up to %d, %d trials per worker: not one par runs", path, h.Mixes, h.MaxPAR, h.TrialsPerWorker)
 	case !(h.Confidence > 0 && h.Confidence < 1) || len(h.Settings) == 0:
 		return nil, fmt.Errorf("%s: confidence %v with %d settings: not one par runs", path, h.Confidence, len(h.Settings))
@@ -173,6 +202,15 @@ func ReadShard(path string) (*Shard, error) {
 // maxShards bounds a part's count and mixes, so that a damaged file cannot
 // make the merge allocate without end.
 const maxShards = 1 << 24
+
+// MaxMixes and MaxTrialsPerWorker bound a search's --mixes and
+// --trials-per-worker as a part file's are bounded: the run allocates
+// per mix and per trial before it starts (--mixes 10^12 died out of
+// memory at once), and a search beyond them could not be merged.
+const (
+	MaxMixes           = maxShards
+	MaxTrialsPerWorker = 1 << 16
+)
 
 // Merge combines the shards of one search into its report: the report one
 // unsharded Run with the same options gives. It refuses shards of other

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -111,4 +112,28 @@ func TestReadShardRefusesDamage(t *testing.T) {
 	_, err := par.Merge(parts)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), parts[0].Name+": mix 1: 1 PARs, want 2")
+}
+
+// A part that is not JSON is refused at its first bytes, and one past
+// par.MaxShardBytes once that much was read: the merge read a file
+// whole, so /dev/zero as a part ran the process out of memory.
+func TestReadShardBoundsItsInput(t *testing.T) {
+	if _, err := os.Stat("/dev/zero"); err != nil {
+		t.Skip("no /dev/zero")
+	}
+	_, err := par.ReadShard("/dev/zero")
+	require.EqualError(t, err, `/dev/zero: byte offset 1: not a par shard: invalid character '\x00' looking for beginning of value`)
+
+	// JSON that goes on past the bound (lowered from 1 GiB to 1 MiB).
+	require.EqualValues(t, 1<<30, par.MaxShardBytes)
+	defer par.SetMaxShardBytes(1 << 20)()
+	path := filepath.Join(t.TempDir(), "long.json")
+	require.NoError(t, os.WriteFile(path, []byte(`{"format": "`+strings.Repeat("x", 1<<20)+`"}`), 0o644))
+	_, err = par.ReadShard(path)
+	require.EqualError(t, err, path+": larger than 1048576 bytes: not a par shard (split the search into more shards)")
+
+	// Data after the part.
+	require.NoError(t, os.WriteFile(path, []byte(`{"format": "x"} {}`), 0o644))
+	_, err = par.ReadShard(path)
+	require.EqualError(t, err, path+": not a par shard: more data after the part's JSON object")
 }

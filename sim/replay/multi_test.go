@@ -85,6 +85,34 @@ func TestReplayDeviceOutOfRangeLenient(t *testing.T) {
 	}
 }
 
+// A trace may use at most replay.MaxDevices devices: each gets an
+// allocator and profiler state of about 80 KB, so a snapshot repeating one
+// memoized device trace 65,537 times (a few hundred KB) took gigabytes.
+// The first event on one device more is the error; under Lenient, each
+// event on it is skipped and counted.
+func TestReplayBoundsDevicesInUse(t *testing.T) {
+	var events []trace.Event
+	for d := int32(0); d <= replay.MaxDevices; d++ {
+		events = append(events, trace.Event{Action: trace.ActionAlloc, Device: d, Addr: 0x1000, Size: 10},
+			trace.Event{Action: trace.ActionFreeRequested, Device: d, Addr: 0x1000, Size: 10})
+	}
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay", SourceFile: "t.mrt"}, Stacks: trace.NewStacks(), Events: events}
+	_, err := replay.RunTrace(tr, replay.Options{})
+	require.EqualError(t, err, "t.mrt: event 2048: device 1024: more than 1024 devices in use")
+	res, err := replay.RunTrace(tr, replay.Options{Lenient: true})
+	require.NoError(t, err)
+	require.EqualValues(t, 2, res.Skipped)
+	require.Len(t, res.Devices, replay.MaxDevices)
+
+	// Devices that are only named cost nothing and do not count.
+	tr.Events = events[:2]
+	for d := int32(0); d <= 2*replay.MaxDevices; d++ {
+		tr.Header.Devices = append(tr.Header.Devices, trace.Device{Index: d})
+	}
+	_, err = replay.RunTrace(tr, replay.Options{})
+	require.NoError(t, err)
+}
+
 // OOM policies on a device too small for the trace.
 func TestReplayOOMPolicies(t *testing.T) {
 	events := []trace.Event{

@@ -162,15 +162,18 @@ func speculable(path string) (int64, bool) {
 	if runtime.GOMAXPROCS(0) < SpeculateMinProcs {
 		return 0, false
 	}
+	// Stat before opening: opening a FIFO to look at it would take its
+	// writer's bytes, or leave it writing to no one and the real open
+	// waiting for a writer that has gone.
+	fi, err := os.Stat(path)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < SpeculateMinBytes {
+		return 0, false
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, false
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() < SpeculateMinBytes {
-		return 0, false
-	}
 	var prefix [2]byte
 	if _, err := io.ReadFull(f, prefix[:]); err != nil {
 		return 0, false

@@ -304,6 +304,9 @@ func (rp *replayer) device(i int32) (*devState, error) {
 		// caller skips it.
 		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d out of range (0 to %d)", i, MaxDevice))
 	}
+	if len(rp.devs) >= MaxDevices {
+		return nil, rp.bad(rp.n-1, fmt.Sprintf("device %d: more than %d devices in use", i, MaxDevices))
+	}
 	capacity, source := rp.capacity(i)
 	newProc := rp.opts.NewProcess
 	if newProc == nil {
@@ -374,6 +377,14 @@ func (d *devState) timedMalloc(size uint64, s allocator.Stream) (*allocator.Bloc
 
 // MaxDevice is the largest device ordinal a trace may name.
 const MaxDevice = 1 << 16
+
+// MaxDevices is the most devices one replay gives an allocator: those
+// with events or segments. Each costs about 80 KB (its allocator, its
+// profiler state), so a snapshot of a few hundred KB whose device_traces
+// repeats one memoized trace 65,537 times took 5 GB; a CUDA process sees
+// a few dozen devices at most. Devices the trace only names (an empty
+// device trace, a header entry) cost nothing and do not count.
+const MaxDevices = 1024
 
 func validDevice(i int32) bool { return i >= 0 && i <= MaxDevice }
 
