@@ -93,6 +93,8 @@ var Packages = map[string]Place{
 	"cmd/libmemreplay": {Cmd, 0},
 	// bench/growth.sh's plots and page timing (it drives profiler/report).
 	"bench/plot": {Cmd, 0},
+	// docs/performance.md's annotated big snapshot.
+	"bench/annotate": {Cmd, 0},
 }
 
 // Allowed reports whether a package at from may import one at to.
