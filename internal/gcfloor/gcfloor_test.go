@@ -50,8 +50,16 @@ func TestFloorCutsCollections(t *testing.T) {
 		t.Skip("allocates 256 MiB")
 	}
 	defer debug.SetGCPercent(debug.SetGCPercent(100))
-	runtime.GC()
-	plain := churn(128 << 20)
+	// Go's default, the baseline, is measured up to three times: on a
+	// busy machine one run counted only 3 completed cycles (the
+	// collector's workers were starved while the churn ran on), which
+	// says nothing about the floor. A floor that does not work fails
+	// below whatever the baseline reads.
+	var plain uint32
+	for try := 0; try < 3 && plain < 10; try++ {
+		runtime.GC()
+		plain = max(plain, churn(128<<20))
+	}
 
 	tu := start(256 << 20)
 	defer tu.stopped.Store(true)
