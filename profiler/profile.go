@@ -55,7 +55,7 @@ type Marker struct {
 	TimeUS int64  `json:"time_us"`
 	Label  string `json:"label"`
 	// Stage is START or END: the annotation's stack is the one frame
-	// {filename: stage, line: 0, name: label} (trace.AnnotationStage).
+	// {filename: label, line: 0, name: stage} (trace.AnnotationStage).
 	Stage string `json:"stage"`
 	stack trace.StackID
 }

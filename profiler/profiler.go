@@ -704,7 +704,6 @@ func (d *devState) trim() {
 	}
 }
 
-// OOM implements replay.Recorder.
 // Marker implements replay.MarkerRecorder: a marker with a stack may be
 // a record_function annotation, kept for the timeline; whether it is one
 // is read from its stack at Finish (the stack table may be filled only
@@ -721,6 +720,7 @@ func (p *Profiler) Marker(device int32, index int64, e *trace.Event) {
 	p.markers = append(p.markers, Marker{Event: index, Device: device, TimeUS: e.TimeUS, Label: e.Label, stack: e.Stack})
 }
 
+// OOM implements replay.Recorder.
 func (p *Profiler) OOM(device int32, index int64, err *allocator.OutOfMemoryError) {
 	d := p.dev(device)
 	if d == nil || err == nil {

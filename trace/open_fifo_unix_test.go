@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/memreplay/memreplay/internal/fifotest"
 )
 
 // A snapshot pickle read from a FIFO (or /dev/stdin, or bash's <(...))
@@ -27,23 +29,11 @@ func TestOpenPickleFromFIFO(t *testing.T) {
 	require.NoError(t, err)
 	defer want.Close()
 
-	fifo := filepath.Join(t.TempDir(), "snap.fifo")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	wrote := make(chan error, 1)
-	go func() {
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		wrote <- err
-	}()
+	fifo, wrote := fifotest.Feed(t, "snap.fifo", data)
 	got, err := Open(fifo)
 	require.NoError(t, err)
 	defer got.Close()
-	require.NoError(t, <-wrote)
+	require.NoError(t, wrote())
 	require.Equal(t, FormatPyTorch, got.Format)
 	require.Equal(t, want.Packed.Events.Len(), got.Packed.Events.Len())
 	require.Equal(t, want.Packed.HasFinal, got.Packed.HasFinal)
@@ -93,18 +83,9 @@ func TestOpenPickleFromEndlessFIFO(t *testing.T) {
 		require.NoError(t, os.WriteFile(file, data[:cut], 0o644))
 		_, want := Open(file)
 		require.Error(t, want)
-		fifo, done := filepath.Join(t.TempDir(), "cut.fifo"), make(chan error, 1)
-		require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-		go func() {
-			w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-			if err == nil {
-				_, err = w.Write(data[:cut])
-				w.Close()
-			}
-			done <- err
-		}()
+		fifo, wrote := fifotest.Feed(t, "cut.fifo", data[:cut])
 		_, got := Open(fifo)
-		require.NoError(t, <-done)
+		require.NoError(t, wrote())
 		require.Error(t, got)
 		require.Equal(t, strings.ReplaceAll(want.Error(), file, fifo), got.Error(), "cut at %d", cut)
 	}

@@ -45,9 +45,13 @@ import (
 const PyTorchImporterVersion = "pytorch-snapshot/1"
 
 // ReadPyTorchFile reads a snapshot pickle from a file.
-func ReadPyTorchFile(path string) (*Trace, error) {
+func ReadPyTorchFile(path string) (*Trace, error) { return readPyTorchTrace(path, nil) }
+
+// readPyTorchTrace is ReadPyTorchFile; a non-nil pipe is the input,
+// already open (see readPyTorchPath), path only its name.
+func readPyTorchTrace(path string, pipe io.Reader) (*Trace, error) {
 	var sink *sliceSink
-	err := readPyTorchPath(path, nil, func() (*Trace, eventSink) {
+	err := readPyTorchPath(path, pipe, func() (*Trace, eventSink) {
 		sink = &sliceSink{t: newPTTrace(path)}
 		return sink.t, sink
 	})

@@ -159,34 +159,26 @@ func (c *ptConv) annotations(v pv) *convErr {
 	if err := c.spend(len(l.items)); err != nil {
 		return err
 	}
-	var noName, noStage, otherStage int
+	var skipped [annSkips]int
+	n := 0
 	for i, it := range l.items {
 		a, skip, err := c.annotation(it)
 		if err != nil {
 			return err.in(fmt.Sprintf("[%d]", i))
 		}
-		switch skip {
-		case annNoName:
-			noName++
-			continue
-		case annNoStage:
-			noStage++
-			continue
-		case annOtherStage:
-			otherStage++
+		if skip != annKept {
+			skipped[skip]++
+			n++
 			continue
 		}
 		c.devices[a.e.Device] = true
 		c.ann = append(c.ann, a)
 	}
-	if n := noName + noStage + otherStage; n > 0 {
+	if n > 0 {
 		var why []string
-		for _, k := range []struct {
-			n    int
-			what string
-		}{{noName, "without a name"}, {noStage, "without a stage"}, {otherStage, "with a stage other than START and END"}} {
-			if k.n > 0 {
-				why = append(why, fmt.Sprintf("%d %s", k.n, k.what))
+		for k := annKept + 1; k < annSkips; k++ {
+			if skipped[k] > 0 {
+				why = append(why, fmt.Sprintf("%d %s", skipped[k], annSkipWhy[k]))
 			}
 		}
 		c.note("%d of %d external_annotations skipped (%s)", n, len(l.items), strings.Join(why, ", "))
@@ -208,7 +200,15 @@ const (
 	annNoName
 	annNoStage
 	annOtherStage
+	annSkips
 )
+
+// annSkipWhy says each reason in the header's note, in this order.
+var annSkipWhy = [annSkips]string{
+	annNoName:     "without a name",
+	annNoStage:    "without a stage",
+	annOtherStage: "with a stage other than START and END",
+}
 
 func (c *ptConv) annotation(v pv) (ptAnn, int, *convErr) {
 	var a ptAnn
@@ -247,7 +247,7 @@ func (c *ptConv) annotation(v pv) (ptAnn, int, *convErr) {
 		return a, annNoName, nil
 	case !haveStage:
 		return a, annNoStage, nil
-	case stage != "START" && stage != "END":
+	case !isStage(stage):
 		return a, annOtherStage, nil
 	}
 	a.e.Action, a.e.Label = ActionMarker, name
@@ -350,25 +350,19 @@ type annWriter struct {
 	saved  annSaved  // the state when q was queued
 	held   []annHeld // the kept entries after q, not written yet
 
-	moved []ptAnnOut // the annotations moved so far, all devices
+	moved []ptAnn // the annotations moved so far, all devices
 }
 
+// annHeld is an event held back (start is set for annotations).
 type annHeld struct {
-	i     int // the event's index, for error messages
-	e     Event
-	start bool
+	i int // the event's index, for error messages
+	ptAnn
 }
 
 type annSaved struct {
 	kept, lastAllowed int
 	maxT              int64
 	haveMaxT          bool
-}
-
-// ptAnnOut is one annotation for external_annotations.
-type ptAnnOut struct {
-	e     Event
-	start bool
 }
 
 // startDevice readies w for the next device's list.
@@ -386,7 +380,7 @@ func (w *annWriter) event(i int, e *Event) {
 		}
 		return
 	}
-	w.take(annHeld{i: i, e: *e})
+	w.take(annHeld{i: i, ptAnn: ptAnn{e: *e}})
 }
 
 // count moves the state past a kept entry.
@@ -435,7 +429,7 @@ func (w *annWriter) closeGap(atEnd bool) {
 		}
 		t, haveT = g[k].e.TimeUS, true
 	}
-	if ok && w.haveMaxT && !annFollows(&ptAnn{e: g[0].e, start: g[0].start}, &Event{TimeUS: w.maxT}) {
+	if ok && w.haveMaxT && !annFollows(&g[0].ptAnn, &Event{TimeUS: w.maxT}) {
 		ok = false
 	}
 	switch {
@@ -460,7 +454,7 @@ func (w *annWriter) keep(h annHeld) {
 	}
 	// Rule 1 places the queued annotations h does not follow; rule 2 at
 	// lastAllowed, which must be their gap.
-	for w.placed < len(w.q) && !annFollows(&ptAnn{e: w.q[w.placed].e, start: w.q[w.placed].start}, &h.e) {
+	for w.placed < len(w.q) && !annFollows(&w.q[w.placed].ptAnn, &h.e) {
 		if w.lastAllowed != w.qPos {
 			w.fail(&h)
 			return
@@ -509,7 +503,7 @@ func (w *annWriter) fail(h *annHeld) {
 // move records g as moved.
 func (w *annWriter) move(g []annHeld) {
 	for _, h := range g {
-		w.moved = append(w.moved, ptAnnOut{e: h.e, start: h.start})
+		w.moved = append(w.moved, h.ptAnn)
 	}
 	w.lastT, w.haveLastT = g[len(g)-1].e.TimeUS, true
 }

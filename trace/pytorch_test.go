@@ -667,23 +667,14 @@ func TestReadPyTorchBadPickle(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist)
 }
 
-// FuzzPyTorch: no input panics; errors are *FormatErrors; a trace that
-// comes back has valid stack IDs.
 // pipeImport imports data as readPyTorchPath imports a pipe: a reader
 // that has no size.
 func pipeImport(data []byte, name string) (*Trace, error) {
-	var sink *sliceSink
-	err := readPyTorchPath(name, struct{ io.Reader }{bytes.NewReader(data)}, func() (*Trace, eventSink) {
-		sink = &sliceSink{t: newPTTrace(name)}
-		return sink.t, sink
-	})
-	if err != nil {
-		return nil, err
-	}
-	sink.flatten()
-	return sink.t, nil
+	return readPyTorchTrace(name, struct{ io.Reader }{bytes.NewReader(data)})
 }
 
+// FuzzPyTorch: no input panics; errors are *FormatErrors; a trace that
+// comes back has valid stack IDs.
 func FuzzPyTorch(f *testing.F) {
 	f.Add(encodePickle(smallPTSnapshot(), false))
 	f.Add(encodePickle(smallPTSnapshot(), true))

@@ -823,8 +823,8 @@ const ptEntryMax = 2 + 6*5 + 4*ptIntMax
 // annotations writes external_annotations: the moved markers as PyTorch's
 // dicts {stage, name, device, time_us}, in time order (PyTorch's: one ring
 // buffer for all devices; within a device the order is the trace's).
-func (p *ptWriter) annotations(moved []ptAnnOut) {
-	slices.SortStableFunc(moved, func(a, b ptAnnOut) int { return cmp.Compare(a.e.TimeUS, b.e.TimeUS) })
+func (p *ptWriter) annotations(moved []ptAnn) {
+	slices.SortStableFunc(moved, func(a, b ptAnn) int { return cmp.Compare(a.e.TimeUS, b.e.TimeUS) })
 	p.op(opEMPTY_LIST)
 	l := p.batch(opAPPENDS)
 	for _, a := range moved {

@@ -11,27 +11,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-)
 
-// feedFIFO makes a FIFO and writes data into it once a reader opens it.
-// The returned function waits for the writer and reports its error.
-func feedFIFO(t *testing.T, data []byte) (string, func() error) {
-	t.Helper()
-	fifo := filepath.Join(t.TempDir(), "trace.fifo")
-	require.NoError(t, syscall.Mkfifo(fifo, 0o600))
-	done := make(chan error, 1)
-	go func() {
-		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
-		if err == nil {
-			_, err = w.Write(data)
-			if cerr := w.Close(); err == nil {
-				err = cerr
-			}
-		}
-		done <- err
-	}()
-	return fifo, func() error { return <-done }
-}
+	"github.com/memreplay/memreplay/internal/fifotest"
+)
 
 // A snapshot pickle from a FIFO (as from /dev/stdin or <(zcat ...)) reads
 // as the file does: the importer opened the path a second time and read
@@ -47,7 +29,7 @@ func TestHostileFIFO(t *testing.T) {
 	code, want, stderr := runCLI("replay", "--format", "json", src)
 	require.Equal(t, 0, code, stderr)
 
-	fifo, wrote := feedFIFO(t, data)
+	fifo, wrote := fifotest.Feed(t, "trace.fifo", data)
 	type result struct {
 		code           int
 		stdout, stderr string

@@ -62,6 +62,7 @@ var Packages = map[string]Place{
 	"internal/datadriven":  {Internal, 0},
 	"internal/gcfloor":     {Internal, 0},
 	"internal/fakecuda":    {Internal, 0},
+	"internal/fifotest":    {Internal, 0},
 	"internal/layers":      {Internal, 0},
 	"internal/outfile":     {Internal, 0},
 	"internal/testsummary": {Internal, 0},
