@@ -184,8 +184,12 @@ type Trace struct {
 	// reconstruction), not recorded.
 	InitialReconstructed bool
 	Events               []Event
-	Final                []Segment // state after the last event, when HasFinal
-	HasFinal             bool
+	// Annotations are PyTorch's external_annotations (record_function
+	// ranges), in time order, beside the events: each says where among
+	// them it falls (pytorch_annot.go). Nil for most traces.
+	Annotations []Annotation
+	Final       []Segment // state after the last event, when HasFinal
+	HasFinal    bool
 }
 
 // Reader streams a trace: Header, Stacks and Initial are available at once,
@@ -217,6 +221,23 @@ type BatchReader interface {
 	// next call, so every event before it is delivered first, exactly as
 	// Next would. Next and NextBatch may be mixed.
 	NextBatch(evs []Event) (n int, err error)
+}
+
+// AnnotationReader is a Reader that carries annotations beside its
+// events (Trace.Annotations). They are complete once Next has returned
+// io.EOF (a native file may keep them after its events); before that,
+// Annotations may return nil.
+type AnnotationReader interface {
+	Annotations() []Annotation
+}
+
+// AnnotationsOf returns r's annotations, nil when it has none or is not
+// an AnnotationReader.
+func AnnotationsOf(r Reader) []Annotation {
+	if ar, ok := r.(AnnotationReader); ok {
+		return ar.Annotations()
+	}
+	return nil
 }
 
 // NewReader streams an in-memory trace.
@@ -256,7 +277,8 @@ func (r *sliceReader) Final() ([]Segment, bool) {
 	}
 	return r.t.Final, r.t.HasFinal
 }
-func (r *sliceReader) Close() error { return nil }
+func (r *sliceReader) Close() error              { return nil }
+func (r *sliceReader) Annotations() []Annotation { return r.t.Annotations }
 
 // ReadAll drains a reader into a Trace.
 func ReadAll(r Reader) (*Trace, error) {
@@ -274,6 +296,7 @@ func ReadAll(r Reader) (*Trace, error) {
 		t.Events = append(t.Events, e)
 	}
 	t.Final, t.HasFinal = r.Final()
+	t.Annotations = AnnotationsOf(r)
 	return t, nil
 }
 
