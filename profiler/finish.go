@@ -199,4 +199,3 @@ func (p *Profiler) sites() []Site {
 	})
 	return out
 }
-

@@ -87,10 +87,13 @@ func (p *Profiler) keepMarker(mk Marker) {
 	m.kept = append(m.kept, mk)
 }
 
-// Annotations hands over the trace's annotations (trace.Annotation:
-// PyTorch's external_annotations, beside the events), to be listed with
-// the annotation markers; call it at most once, before Finish (a later
-// call replaces the list). The profiler keeps the slice.
+// Annotations implements replay.AnnotationRecorder: the trace's
+// annotations (trace.Annotation: PyTorch's external_annotations, beside
+// the events), listed with the annotation markers. replay.Run hands them
+// over after the last event; a caller whose reader has none (the
+// speculative replay's) calls it before Finish. A later call replaces the
+// list; the profiler keeps the slice. Those past the events replayed (a
+// replay stopped at an OOM) are not listed.
 func (p *Profiler) Annotations(ann []trace.Annotation) { p.marks.beside = ann }
 
 // finishMarkers classifies the pending markers and returns the
@@ -119,6 +122,9 @@ func (p *Profiler) finishMarkers() ([]Marker, int64) {
 	}
 	out := make([]Marker, 0, min(len(m.kept)+len(m.beside), p.opts.MaxAnnotations))
 	for _, a := range m.beside {
+		if a.Event > p.events {
+			continue
+		}
 		out = append(out, Marker{Event: a.Event, Device: a.Device, TimeUS: a.TimeUS, Label: a.Name, Stage: a.Stage})
 	}
 	// An annotation that comes before event N sorts before the marker

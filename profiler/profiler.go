@@ -108,9 +108,9 @@ type Profiler struct {
 	retriesDropped int64
 	// marks are the record_function annotations: the trace's markers of
 	// their shape and its Annotations (markers.go).
-	marks marks
-	oomCaptures    int
-	ncap           int // reconstructions made (tests)
+	marks       marks
+	oomCaptures int
+	ncap        int // reconstructions made (tests)
 }
 
 // counters are the incremental figures of one device or of the total.

@@ -326,7 +326,7 @@ func (w *Writer) WriteAnnotations(ann []Annotation) error {
 			case a.Stage != "START":
 				return fmt.Errorf("trace: annotation %q: stage %q, want START or END", a.Name, a.Stage)
 			}
-			if a.Device < 0 || a.Event < 0 || len(a.Name) > maxStringLen {
+			if a.Device < 0 || a.Event < 0 || a.Name == "" || len(a.Name) > maxStringLen {
 				return fmt.Errorf("trace: annotation %q: device %d, event %d, name of %d bytes: out of range", a.Name, a.Device, a.Event, len(a.Name))
 			}
 			p = binary.AppendUvarint(p, uint64(a.Event))

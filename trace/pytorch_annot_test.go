@@ -4,9 +4,9 @@ import (
 	"bytes"
 	"cmp"
 	"math/rand/v2"
-	"slices"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"

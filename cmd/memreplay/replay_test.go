@@ -369,14 +369,19 @@ func TestInspectPickleMatchesNative(t *testing.T) {
 	}
 }
 
-// A snapshot's external_annotations are markers: inspect lists them by
-// label with their START and END counts, and the JSON report has them.
+// A snapshot's external_annotations are beside the events: the events are
+// the snapshot's entries (2043, as memory_viz counts them; they were 2045
+// with the annotations merged in), inspect counts the annotations and
+// lists them with the markers by label, with their START and END counts,
+// and the JSON report has them.
 func TestInspectAnnotationMarkers(t *testing.T) {
 	code, stdout, stderr := runCLI("inspect", "--format", "json", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	var in map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
-	require.EqualValues(t, 2045, in["events"]) // 2043 entries and 2 annotations
+	require.EqualValues(t, 2043, in["events"])
+	require.EqualValues(t, 2, in["annotations"])
+	require.Equal(t, map[string]any{"alloc": 681.0, "free_requested": 681.0, "free_completed": 681.0}, in["actions"])
 	assert.Equal(t, []any{map[string]any{"label": "Optimizer.zero_grad#AdamW.zero_grad", "count": 2.0, "start": 1.0, "end": 1.0,
 		"first_event": 0.0}}, in["markers"])
 	assert.NotContains(t, stdout, "not imported")
@@ -384,6 +389,7 @@ func TestInspectAnnotationMarkers(t *testing.T) {
 	code, stdout, stderr = runCLI("inspect", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, `"Optimizer.zero_grad#AdamW.zero_grad" | 2 (record_function: 1 START, 1 END), first at event 0`)
+	assert.Contains(t, stdout, `annotations`)
 
 	code, stdout, stderr = runCLI("replay", "--format", "json", partialTrace)
 	require.Equal(t, 0, code, stderr)

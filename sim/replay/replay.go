@@ -672,6 +672,11 @@ func (rp *replayer) bad(idx int64, msg string) error {
 }
 
 func (rp *replayer) finish() error {
+	if ar, ok := rp.opts.Recorder.(AnnotationRecorder); ok {
+		if ann := trace.AnnotationsOf(rp.r); len(ann) > 0 {
+			ar.Annotations(ann)
+		}
+	}
 	final, hasFinal := rp.r.Final()
 	if c := rp.check; c != nil && !Checkable(rp.header.Source, rp.decisionsRead, rp.allocsRead, hasFinal) {
 		// Without recorded decisions, an alloc's address is the

@@ -616,6 +616,15 @@ func (m multiRecorder) Marker(device int32, index int64, e *trace.Event) {
 	}
 }
 
+// Annotations passes the annotations to the recorders that want them.
+func (m multiRecorder) Annotations(ann []trace.Annotation) {
+	for _, r := range m {
+		if ar, ok := r.(AnnotationRecorder); ok {
+			ar.Annotations(ann)
+		}
+	}
+}
+
 type multiInputRecorder struct {
 	multiRecorder
 	ins []inputRecorder
