@@ -5,8 +5,10 @@
 //
 // A trace is a header, the allocator state at the first event (Initial: the
 // segments and blocks that already existed, empty for a trace recorded from
-// the start), a chronological list of events, and, when the recorder saved
-// one, the state after the last event (Final). Stack frames are interned:
+// the start), a chronological list of events, PyTorch's record_function
+// annotations beside them (Annotations: not events, each with the index
+// of the event it comes before; pytorch_annot.go), and, when the recorder
+// saved one, the state after the last event (Final). Stack frames are interned:
 // an event names its stack by a StackID into the trace's Stacks table, so a
 // frame list shared by a million events is stored once.
 //
@@ -37,7 +39,7 @@ const (
 	ActionStreamSync           // every event pending on Stream completed (cudaStreamSynchronize)
 	ActionTrialStart           // an HPO trial began; Label names it
 	ActionTrialEnd             // that trial ended; Label names it
-	ActionMarker               // a free-form annotation (PyTorch "snapshot", "user_defined", annotations); Label
+	ActionMarker               // a free-form annotation (PyTorch "snapshot", "user_defined", "annotate" entries; memreplay's own); Label
 	ActionRecordStream         // the block at Addr was used on Stream (Tensor.record_stream); memreplay's recordings only
 	numActions
 )

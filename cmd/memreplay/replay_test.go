@@ -24,7 +24,7 @@ func TestReplayReportsARealTrace(t *testing.T) {
 	code, stdout, stderr := runCLI("replay", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "reconstructed")
-	require.Contains(t, stdout, "2045") // events: 2043 entries and 2 external_annotations
+	require.Contains(t, stdout, "| events                         | 2043 ") // the entries; the 2 external_annotations are beside them
 }
 
 func TestReplayCheckJSON(t *testing.T) {
@@ -93,7 +93,7 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "fwd.mrt")
 	code, stdout, stderr := runCLI("convert", partialTrace, out)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, "2045 events")
+	require.Contains(t, stdout, "2043 events")
 
 	_, direct, _ := runCLI("replay", "--check", "--format", "json", partialTrace)
 	code, native, stderr := runCLI("replay", "--check", "--format", "json", out)
@@ -103,6 +103,8 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(native), &b))
 	require.Equal(t, a["stats"], b["stats"])
 	require.Equal(t, a["check"], b["check"])
+	require.Len(t, a["markers"], 2)
+	require.Equal(t, a["markers"], b["markers"], "the annotations, kept by the native format")
 	// max_external_fragmentation is the largest over the timeline's
 	// samples, and a snapshot's known length samples every 3 events here
 	// where a streamed trace's doubling interval ends at 4: the two agree
@@ -119,7 +121,8 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
 	require.Equal(t, "native", in["format"])
 	require.Equal(t, true, in["initial_reconstructed"])
-	require.EqualValues(t, 2045, in["events"])
+	require.EqualValues(t, 2043, in["events"])
+	require.EqualValues(t, 2, in["annotations"], "the annotations survive the conversion")
 }
 
 func TestInspect(t *testing.T) {
