@@ -191,6 +191,12 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	in.Stacks, in.Frames = r.Stacks().NumStacks()-1, r.Stacks().NumFrames()
 	ann := o.Annotations()
 	in.Annotations = int64(len(ann))
+	// The time span is the recording's: annotations included, as when
+	// they were events.
+	for i := range ann {
+		c.time(ann[i].TimeUS)
+	}
+	in.FirstTimeUS, in.LastTimeUS = c.first, c.last
 	in.Markers = c.markerSummaries(r.Stacks(), ann)
 	// Decisions to compare: the recorded segment and oom entries, or the
 	// alloc addresses of a trace with a final state to check against.
@@ -237,11 +243,16 @@ func (c *eventCounts) Event(i int64, e *trace.Event) {
 	if e.Action == trace.ActionMarker {
 		c.marker(i, e)
 	}
-	if e.TimeUS != 0 {
-		if c.first == 0 || e.TimeUS < c.first {
-			c.first = e.TimeUS
+	c.time(e.TimeUS)
+}
+
+// time widens the time span to t (0: not recorded).
+func (c *eventCounts) time(t int64) {
+	if t != 0 {
+		if c.first == 0 || t < c.first {
+			c.first = t
 		}
-		c.last = max(c.last, e.TimeUS)
+		c.last = max(c.last, t)
 	}
 }
 
