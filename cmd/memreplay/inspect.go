@@ -21,7 +21,9 @@ import (
 const inspectHelp = `Usage: memreplay inspect [flags] TRACE
 
 Says what a trace holds without replaying it: its format and source, the
-recording allocator's settings, devices, events by kind, the time span,
+recording allocator's settings, devices, events by kind, markers by label
+(PyTorch's external_annotations among them: they are counted apart, not as
+events, since PyTorch keeps them beside its trace entries), the time span,
 stacks, the state before the first event (recorded, or reconstructed for a
 partial trace) and after the last, and whether it carries the recording's
 own decisions, which 'memreplay replay --check' compares.
