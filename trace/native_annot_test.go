@@ -2,7 +2,10 @@ package trace
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -64,4 +67,33 @@ func TestNativeAnnotations(t *testing.T) {
 	w, err := NewWriter(&buf, Header{})
 	require.NoError(t, err)
 	assert.Error(t, w.WriteAnnotations([]Annotation{{Name: "x", Stage: "MIDDLE"}}))
+}
+
+// The packed log's placement (skimEvent: devices and times only) agrees
+// with PlaceAnnotations over the same events, whatever fields they carry.
+func TestPlaceAnnotationsPacked(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		var evs []Event
+		l := &EventLog{}
+		tm := int64(r.IntN(100))
+		for d := range int32(1 + r.IntN(3)) {
+			for range r.IntN(60) {
+				tm += int64(r.IntN(5)) - 1
+				e := Event{Action: Action(1 + r.IntN(13)), Device: d, Addr: uint64(r.IntN(1 << 20)), Size: uint64(r.IntN(1 << 30)),
+					Stream: uint64(r.IntN(2)), TimeUS: tm, DeviceFree: uint64(r.IntN(2) << 40), Stack: StackID(r.IntN(3)), Label: []string{"", "a", "step 1"}[r.IntN(3)]}
+				evs = append(evs, e)
+				l.Append(&e)
+			}
+		}
+		var ann []Annotation
+		for range r.IntN(10) {
+			ann = append(ann, Annotation{Device: int32(r.IntN(4)), TimeUS: int64(r.IntN(400)) - 50, Name: "x", Stage: []string{"START", "END"}[r.IntN(2)]})
+		}
+		slices.SortStableFunc(ann, func(a, b Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
+		want := slices.Clone(ann)
+		PlaceAnnotations(want, evs)
+		l.placeAnnotations(ann)
+		require.Equal(t, want, ann)
+	}
 }
