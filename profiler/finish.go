@@ -75,7 +75,7 @@ func (p *Profiler) Finish() *Profile {
 	if prof.Retries == nil {
 		prof.Retries = []Retry{}
 	}
-	prof.Markers, prof.MarkersDropped = p.finishMarkers(), p.markersDropped
+	prof.Markers, prof.MarkersDropped = p.finishMarkers()
 	prof.Total = figures(&p.total, p.totalPeak)
 	for _, d := range p.devs {
 		if d == nil {
@@ -198,17 +198,4 @@ func (p *Profiler) sites() []Site {
 		return a.Stack < b.Stack
 	})
 	return out
-}
-
-// finishMarkers returns the markers that are record_function
-// annotations, with their stages.
-func (p *Profiler) finishMarkers() []Marker {
-	var ms []Marker
-	for _, m := range p.markers {
-		m.Stage = trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: m.Label, Stack: m.stack}, p.stacks)
-		if m.Stage != "" {
-			ms = append(ms, m)
-		}
-	}
-	return ms
 }

@@ -22,6 +22,11 @@ func (e everyStep) Marker(device int32, index int64, ev *trace.Event) {
 	e.Recorder.(replay.MarkerRecorder).Marker(device, index, ev)
 }
 
+// Annotations passes the trace's annotations on, as Marker does.
+func (e everyStep) Annotations(ann []trace.Annotation) {
+	e.Recorder.(replay.AnnotationRecorder).Annotations(ann)
+}
+
 // countSteps is the profiler under the gate, counting the Steps the
 // replay still calls.
 type countSteps struct {

@@ -38,18 +38,22 @@ type Profile struct {
 	// Options.MaxOOMs of them; RetriesDropped counts the rest.
 	Retries        []Retry `json:"retries"`
 	RetriesDropped int64   `json:"retries_dropped"`
-	// Markers are the trace's record_function annotations in order (the
-	// markers of trace/pytorch_annot.go's shape: PyTorch ≥ 2.6's
-	// external_annotations, ≈2.4's user_defined entries read the same),
-	// of at most Options.MaxOOMs markers with a stack; MarkersDropped
-	// counts those beyond. Other markers (snapshot entries, memreplay's
-	// own) are not listed. Both are left out of the JSON when empty.
+	// Markers are the trace's record_function annotations in event order:
+	// PyTorch ≥ 2.6's external_annotations (trace.Annotation, handed over
+	// with Profiler.Annotations) and ≈2.4's user_defined entries of their
+	// shape (trace.AnnotationStage), at most Options.MaxAnnotations of
+	// them; MarkersDropped counts the annotations beyond. Other markers
+	// (snapshot entries, memreplay's own) are neither listed nor counted.
+	// Both are left out of the JSON when empty (see markers.go).
 	Markers        []Marker `json:"markers,omitempty"`
 	MarkersDropped int64    `json:"markers_dropped,omitempty"`
 }
 
-// Marker is one marker event.
+// Marker is one record_function annotation.
 type Marker struct {
+	// Event is the marker's event index, or, for a trace.Annotation
+	// (beside the events), its Event: the index of the event it comes
+	// right before.
 	Event  int64  `json:"event"`
 	Device int32  `json:"device"`
 	TimeUS int64  `json:"time_us"`

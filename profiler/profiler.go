@@ -14,6 +14,11 @@ type Options struct {
 	// MaxOOMs caps the OOM snapshots kept (default 1000), and the retry
 	// events; the rest are counted.
 	MaxOOMs int
+	// MaxAnnotations caps the record_function annotations listed
+	// (Profile.Markers; default 1000): the trace's Annotations and the
+	// markers of their shape, the earliest first; the rest are counted.
+	// No other marker counts against it.
+	MaxAnnotations int
 	// OOMCaptures is how many OOMs also get a full capture with sites
 	// (default 8; negative: none).
 	OOMCaptures int
@@ -101,11 +106,11 @@ type Profiler struct {
 	retryCheck     bool
 	retries        []Retry
 	retriesDropped int64
-	// markers are the trace's markers, at most MaxOOMs (Marker).
-	markers        []Marker
-	markersDropped int64
-	oomCaptures    int
-	ncap           int // reconstructions made (tests)
+	// marks are the record_function annotations: the trace's markers of
+	// their shape and its Annotations (markers.go).
+	marks       marks
+	oomCaptures int
+	ncap        int // reconstructions made (tests)
 }
 
 // counters are the incremental figures of one device or of the total.
@@ -282,6 +287,9 @@ func New(stacks *trace.Stacks, opts Options) *Profiler {
 	}
 	if opts.MaxOOMs <= 0 {
 		opts.MaxOOMs = 1000
+	}
+	if opts.MaxAnnotations <= 0 {
+		opts.MaxAnnotations = 1000
 	}
 	if opts.OOMCaptures == 0 {
 		opts.OOMCaptures = 8
@@ -702,22 +710,6 @@ func (d *devState) trim() {
 	if d.totalMark >= 0 {
 		d.totalMark -= keep
 	}
-}
-
-// Marker implements replay.MarkerRecorder: a marker with a stack may be
-// a record_function annotation, kept for the timeline; whether it is one
-// is read from its stack at Finish (the stack table may be filled only
-// after the replay, see sim/replay's speculation). Markers without a
-// stack (PyTorch's snapshot entries) are not annotations.
-func (p *Profiler) Marker(device int32, index int64, e *trace.Event) {
-	if e.Stack == 0 {
-		return
-	}
-	if len(p.markers) >= p.opts.MaxOOMs {
-		p.markersDropped++
-		return
-	}
-	p.markers = append(p.markers, Marker{Event: index, Device: device, TimeUS: e.TimeUS, Label: e.Label, stack: e.Stack})
 }
 
 // OOM implements replay.Recorder.

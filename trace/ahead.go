@@ -131,6 +131,9 @@ func (r *aheadReader) NextBatch(evs []Event) (int, error) {
 
 func (r *aheadReader) Header() Header  { return r.p.Header }
 func (r *aheadReader) Stacks() *Stacks { return r.p.Stacks }
+func (r *aheadReader) Annotations() []Annotation {
+	return r.p.Annotations
+}
 func (r *aheadReader) Initial() ([]Segment, bool) {
 	return r.p.Initial, r.p.InitialReconstructed
 }

@@ -212,8 +212,11 @@ type Packed struct {
 	Initial              []Segment
 	InitialReconstructed bool
 	Events               *EventLog
-	Final                []Segment
-	HasFinal             bool
+	// Annotations are the trace's external_annotations, beside the
+	// events (pytorch_annot.go; Trace.Annotations).
+	Annotations []Annotation
+	Final       []Segment
+	HasFinal    bool
 }
 
 // NewReader streams the trace; several readers may read it at once. The
@@ -224,7 +227,7 @@ func (p *Packed) NewReader() Reader { return &packedReader{p: p, cur: p.Events.C
 // Trace copies the packed trace into a Trace with its events unpacked.
 func (p *Packed) Trace() *Trace {
 	t := &Trace{Header: p.Header, Stacks: p.Stacks, Initial: p.Initial, InitialReconstructed: p.InitialReconstructed,
-		Final: p.Final, HasFinal: p.HasFinal, Events: make([]Event, 0, p.Events.Len())}
+		Annotations: p.Annotations, Final: p.Final, HasFinal: p.HasFinal, Events: make([]Event, 0, p.Events.Len())}
 	cur := p.Events.Cursor()
 	var e Event
 	for cur.Next(&e) == nil {
@@ -250,7 +253,8 @@ func (r *packedReader) Final() ([]Segment, bool) {
 	}
 	return r.p.Final, r.p.HasFinal
 }
-func (r *packedReader) Close() error { return nil }
+func (r *packedReader) Close() error              { return nil }
+func (r *packedReader) Annotations() []Annotation { return r.p.Annotations }
 
 // EventObserver is given the events of a snapshot as it is imported
 // (ReadPyTorchObserved, OpenWith), on a goroutine of its own: a second
@@ -298,7 +302,7 @@ type pipeLog struct {
 	// ProgressObserver.
 	off *int64
 	obs EventObserver
-	ann []ptAnn // external_annotations to merge in end
+	ann []Annotation // external_annotations to place in end
 }
 
 // pipeChunk is a batch of events and where its last entry ended (-1: not
@@ -375,12 +379,12 @@ func (p *pipeLog) commit() {
 
 func (p *pipeLog) reserve(int) {}
 
-func (p *pipeLog) annotate(ann []ptAnn) { p.ann = ann }
+func (p *pipeLog) annotate(ann []Annotation) { p.ann = ann }
 
 // end hands over what is left (when the import succeeded) and waits until
 // every event is packed and observed. The annotations, known only now,
-// are then merged into a new log, and the observer, which saw the events
-// without them, restarts and is given the merged ones.
+// are then placed: one read of the packed log's devices and times (the
+// events and what the observer saw stay as they are).
 func (p *pipeLog) end(ok bool) {
 	if ok && len(p.batch) > 0 {
 		p.handOver()
@@ -391,21 +395,51 @@ func (p *pipeLog) end(ok bool) {
 	if !ok || len(p.ann) == 0 {
 		return
 	}
-	l := &EventLog{}
-	m := annMerger{ann: p.ann, out: l.Append}
-	cur := p.l.Cursor()
-	var e Event
-	for cur.Next(&e) == nil {
-		m.push(&e)
+	p.l.placeAnnotations(p.ann)
+	p.ann = nil
+}
+
+// placeAnnotations sets the Event of ann (PlaceAnnotations) from the
+// log's events, decoding only what the devices and times need.
+func (l *EventLog) placeAnnotations(ann []Annotation) {
+	pl := newAnnPlacer(ann)
+	if pl == nil {
+		return
 	}
-	m.end()
-	p.l, p.ann = l, nil
-	if p.obs != nil {
-		p.obs.Restart()
-		cur, i := l.Cursor(), int64(0)
-		for cur.Next(&e) == nil {
-			p.obs.Event(i, &e)
-			i++
+	var st elState
+	for _, c := range l.chunks {
+		for off := 0; off < len(c); {
+			off += skimEvent(c[off:], &st)
+			pl.push(st.dev, st.time)
 		}
 	}
+	pl.end()
+}
+
+// skimEvent is decodeEvent for the device and time only: it moves p past
+// the event at the start of c and returns its length.
+func skimEvent(c []byte, p *elState) int {
+	h := c[0]
+	i := 1
+	if h&elSameDevStr == 0 {
+		d, n := binary.Uvarint(c[i:])
+		i += n
+		p.dev = int32(uint32(d))
+		_, n = binary.Uvarint(c[i:])
+		i += n
+	}
+	_, n := binary.Uvarint(c[i:]) // addr delta
+	i += n
+	_, n = binary.Uvarint(c[i:]) // size
+	i += n
+	dt, n := binary.Varint(c[i:])
+	i += n
+	p.time += dt
+	for _, f := range [...]byte{elDeviceFree, elStack, elLabel} {
+		if h&f != 0 {
+			_, n = binary.Uvarint(c[i:])
+			i += n
+		}
+	}
+	return i
 }

@@ -5,8 +5,10 @@
 //
 // A trace is a header, the allocator state at the first event (Initial: the
 // segments and blocks that already existed, empty for a trace recorded from
-// the start), a chronological list of events, and, when the recorder saved
-// one, the state after the last event (Final). Stack frames are interned:
+// the start), a chronological list of events, PyTorch's record_function
+// annotations beside them (Annotations: not events, each with the index
+// of the event it comes before; pytorch_annot.go), and, when the recorder
+// saved one, the state after the last event (Final). Stack frames are interned:
 // an event names its stack by a StackID into the trace's Stacks table, so a
 // frame list shared by a million events is stored once.
 //
@@ -37,7 +39,7 @@ const (
 	ActionStreamSync           // every event pending on Stream completed (cudaStreamSynchronize)
 	ActionTrialStart           // an HPO trial began; Label names it
 	ActionTrialEnd             // that trial ended; Label names it
-	ActionMarker               // a free-form annotation (PyTorch "snapshot", "user_defined", annotations); Label
+	ActionMarker               // a free-form annotation (PyTorch "snapshot", "user_defined", "annotate" entries; memreplay's own); Label
 	ActionRecordStream         // the block at Addr was used on Stream (Tensor.record_stream); memreplay's recordings only
 	numActions
 )
@@ -184,8 +186,12 @@ type Trace struct {
 	// reconstruction), not recorded.
 	InitialReconstructed bool
 	Events               []Event
-	Final                []Segment // state after the last event, when HasFinal
-	HasFinal             bool
+	// Annotations are PyTorch's external_annotations (record_function
+	// ranges), in time order, beside the events: each says where among
+	// them it falls (pytorch_annot.go). Nil for most traces.
+	Annotations []Annotation
+	Final       []Segment // state after the last event, when HasFinal
+	HasFinal    bool
 }
 
 // Reader streams a trace: Header, Stacks and Initial are available at once,
@@ -217,6 +223,23 @@ type BatchReader interface {
 	// next call, so every event before it is delivered first, exactly as
 	// Next would. Next and NextBatch may be mixed.
 	NextBatch(evs []Event) (n int, err error)
+}
+
+// AnnotationReader is a Reader that carries annotations beside its
+// events (Trace.Annotations). They are complete once Next has returned
+// io.EOF (a native file may keep them after its events); before that,
+// Annotations may return nil.
+type AnnotationReader interface {
+	Annotations() []Annotation
+}
+
+// AnnotationsOf returns r's annotations, nil when it has none or is not
+// an AnnotationReader.
+func AnnotationsOf(r Reader) []Annotation {
+	if ar, ok := r.(AnnotationReader); ok {
+		return ar.Annotations()
+	}
+	return nil
 }
 
 // NewReader streams an in-memory trace.
@@ -256,7 +279,8 @@ func (r *sliceReader) Final() ([]Segment, bool) {
 	}
 	return r.t.Final, r.t.HasFinal
 }
-func (r *sliceReader) Close() error { return nil }
+func (r *sliceReader) Close() error              { return nil }
+func (r *sliceReader) Annotations() []Annotation { return r.t.Annotations }
 
 // ReadAll drains a reader into a Trace.
 func ReadAll(r Reader) (*Trace, error) {
@@ -274,6 +298,7 @@ func ReadAll(r Reader) (*Trace, error) {
 		t.Events = append(t.Events, e)
 	}
 	t.Final, t.HasFinal = r.Final()
+	t.Annotations = AnnotationsOf(r)
 	return t, nil
 }
 

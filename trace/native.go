@@ -43,6 +43,12 @@ package trace
 //     reader ignores bytes after the fields it knows, so a later revision
 //     may append fields without a version bump. New actions or a new event
 //     layout need a new version.
+//   - Annotations (Trace.Annotations, PyTorch's external_annotations) are
+//     not events: they go in annotations records (0xc0, ancillary, so a
+//     reader that predates them skips them and loses only them) after the
+//     events, each with the event index it comes before. An older reader
+//     of a newer file then reads the same events, which marker events in
+//     the stream would not have given it.
 //   - The header is JSON: it is small, read once and meant to grow. JSON
 //     numbers would turn allocator settings' int64 values into float64, so
 //     setting values are written as one-key objects naming their type.
@@ -119,7 +125,14 @@ const (
 	tagEnd       = 0x86 // event count; the last record
 	tagTimes     = 0x87 // version 2: the time deltas of the events that follow
 	tagAncillary = 0xc0 // 0xc0-0xff: records a reader may skip
+	// tagAnnotations holds annotations (Trace.Annotations): ancillary, so
+	// a reader older than it skips them and reads the rest of the trace.
+	tagAnnotations = 0xc0
 )
+
+// annotationsPerRecord bounds the annotations one record holds, so a
+// record stays small next to maxRecordLen whatever the names.
+const annotationsPerRecord = 512
 
 // Limits on sizes read from input, so that a corrupt length cannot make a
 // reader allocate much more than the input really holds. Writers refuse
@@ -284,6 +297,47 @@ func (w *Writer) SetFinal(segs []Segment) error {
 	}
 	w.phase = phaseFinal
 	return nil
+}
+
+// WriteAnnotations records annotations (Trace.Annotations), in their
+// order, each with its Event, which must be at most the number of events
+// the trace will have. Call it before SetFinal and Close, after the
+// events they refer to or not (a reader has them once it has read the
+// whole trace); it may be called more than once, the lists follow one
+// another.
+func (w *Writer) WriteAnnotations(ann []Annotation) error {
+	if w.err != nil {
+		return w.err
+	}
+	if w.phase >= phaseFinal {
+		return errors.New("trace: WriteAnnotations after SetFinal or Close")
+	}
+	var p []byte
+	for len(ann) > 0 && w.err == nil {
+		part := ann[:min(len(ann), annotationsPerRecord)]
+		ann = ann[len(part):]
+		p = binary.AppendUvarint(p[:0], uint64(len(part)))
+		for i := range part {
+			a := &part[i]
+			stage := byte(0)
+			switch {
+			case a.Stage == "END":
+				stage = 1
+			case a.Stage != "START":
+				return fmt.Errorf("trace: annotation %q: stage %q, want START or END", a.Name, a.Stage)
+			}
+			if a.Device < 0 || a.Event < 0 || a.Name == "" || len(a.Name) > maxStringLen {
+				return fmt.Errorf("trace: annotation %q: device %d, event %d, name of %d bytes: out of range", a.Name, a.Device, a.Event, len(a.Name))
+			}
+			p = binary.AppendUvarint(p, uint64(a.Event))
+			p = binary.AppendUvarint(p, uint64(a.Device))
+			p = appendZigzag(p, a.TimeUS)
+			p = append(p, stage)
+			p = appendString(p, a.Name)
+		}
+		w.appendRecord(tagAnnotations, p)
+	}
+	return w.err
 }
 
 // WriteEvent appends one event. Its Stack refers to st (or, when st is
@@ -581,6 +635,10 @@ func writeTrace(w io.Writer, t *Trace, version int) error {
 			return err
 		}
 	}
+	if err := nw.WriteAnnotations(t.Annotations); err != nil {
+		nw.Close()
+		return err
+	}
 	if t.HasFinal {
 		if err := nw.SetFinal(t.Final); err != nil {
 			nw.Close()
@@ -872,6 +930,7 @@ type nativeReader struct {
 	initSeen  bool
 	final     []Segment
 	hasFinal  bool
+	ann       []Annotation
 	events    int64
 	plain     int64 // of those, decoded by plainEvents (tests check that it ran)
 	inEvents  bool  // past the preamble: errors name an event index
@@ -976,6 +1035,14 @@ func (r *nativeReader) Header() Header  { return r.hdr }
 func (r *nativeReader) Stacks() *Stacks { return r.stacks }
 func (r *nativeReader) Initial() ([]Segment, bool) {
 	return r.initial, r.initRec
+}
+
+// Annotations returns the annotations, once Next has returned io.EOF.
+func (r *nativeReader) Annotations() []Annotation {
+	if r.err != io.EOF {
+		return nil
+	}
+	return r.ann
 }
 
 func (r *nativeReader) Final() ([]Segment, bool) {
@@ -1408,7 +1475,7 @@ func (r *nativeReader) control(tag byte) error {
 		return r.errAt(start, "bad record length", nil)
 	}
 	hl := i - start
-	if tag >= tagAncillary {
+	if tag >= tagAncillary && tag != tagAnnotations {
 		return r.skip(start, hl, n)
 	}
 	limit := uint64(maxRecordLen)
@@ -1447,6 +1514,8 @@ func (r *nativeReader) control(tag byte) error {
 		r.xLabel = p.string()
 		r.extras = true
 		err = p.check(r, start, "extras")
+	case tagAnnotations:
+		err = r.readAnnotations(start, &p)
 	case tagEnd:
 		err = r.readEnd(start, hl+int(n), &p)
 		if err == nil {
@@ -1663,6 +1732,36 @@ func (r *nativeReader) stackRef(v uint64) (StackID, bool) {
 	return r.stackMap[v], true
 }
 
+// readAnnotations reads an annotations record: a count, then for each
+// the event it comes before, device, zigzag time, stage (0 START, 1 END)
+// and name. readEnd checks the events against the trace's length.
+func (r *nativeReader) readAnnotations(start int, p *payload) error {
+	n := p.uvarint()
+	// Each takes at least 5 bytes: a larger count is corrupt.
+	if n > uint64(len(p.b)) {
+		return r.errAt(start, fmt.Sprintf("annotations record counts %d in %d bytes", n, len(p.b)), nil)
+	}
+	for range n {
+		var a Annotation
+		ev, dev := p.uvarint(), p.uvarint()
+		a.TimeUS = unzigzag(p.uvarint())
+		stage := p.byte()
+		a.Name = p.string()
+		if p.bad {
+			break
+		}
+		if ev > math.MaxInt64 || dev > math.MaxInt32 || stage > 1 || a.Name == "" {
+			return r.errAt(start, fmt.Sprintf("annotation %d: event %d, device %d, stage %d, name %q: out of range", len(r.ann), ev, dev, stage, a.Name), nil)
+		}
+		a.Event, a.Device, a.Stage = int64(ev), int32(dev), "START"
+		if stage == 1 {
+			a.Stage = "END"
+		}
+		r.ann = append(r.ann, a)
+	}
+	return p.check(r, start, "annotations")
+}
+
 // readEnd checks the end record and that nothing follows it; reaching the
 // end of the zstd stream also verifies its checksum.
 func (r *nativeReader) readEnd(start, recLen int, p *payload) error {
@@ -1675,6 +1774,11 @@ func (r *nativeReader) readEnd(start, recLen int, p *payload) error {
 	}
 	if n != uint64(r.events) {
 		return r.errAt(start, fmt.Sprintf("the end record counts %d events, but %d were read", n, r.events), nil)
+	}
+	for i := range r.ann {
+		if r.ann[i].Event > r.events {
+			return r.errAt(start, fmt.Sprintf("annotation %d comes before event %d, but the trace has %d events", i, r.ann[i].Event, r.events), nil)
+		}
 	}
 	r.r = start + recLen
 	if r.w == r.r {

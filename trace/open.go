@@ -46,6 +46,18 @@ type Opened struct {
 	file   *os.File
 }
 
+// Annotations returns the trace's annotations (Trace.Annotations): a
+// streamed native trace's once its events have all been read.
+func (o *Opened) Annotations() []Annotation {
+	switch {
+	case o.Packed != nil:
+		return o.Packed.Annotations
+	case o.Trace != nil:
+		return o.Trace.Annotations
+	}
+	return AnnotationsOf(o.Reader)
+}
+
 // Close releases the file.
 func (o *Opened) Close() error {
 	var err error

@@ -95,7 +95,7 @@ func readPyTorchPacked(path string, pipe io.Reader, obs EventObserver) (*Packed,
 	if err != nil {
 		return nil, err
 	}
-	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: pl.l, Final: t.Final, HasFinal: t.HasFinal}, nil
+	return &Packed{Header: t.Header, Stacks: t.Stacks, Events: pl.l, Annotations: t.Annotations, Final: t.Final, HasFinal: t.HasFinal}, nil
 }
 
 // ReadPyTorch reads a snapshot pickle. name is used in errors and as
@@ -247,9 +247,10 @@ type eventSink interface {
 	next() *Event
 	commit()
 	reserve(n int)
-	// annotate gives the annotations to put among the events once they
-	// are all in (pytorch_annot.go); called at most once, at the end.
-	annotate(ann []ptAnn)
+	// annotate gives the annotations (Trace.Annotations) whose Event the
+	// sink sets once the events are all in (pytorch_annot.go); called at
+	// most once, at the end, and only when there are some.
+	annotate(ann []Annotation)
 }
 
 // sliceSink builds Trace.Events. A whole import knows the count and
@@ -263,9 +264,9 @@ type eventSink interface {
 // collector had to scan.
 type sliceSink struct {
 	t   *Trace
-	log *EventLog // the events after t.Events, packed; nil until one overflows
-	e   Event     // the event next handed out, when it goes to log
-	ann []ptAnn   // external_annotations to merge in flatten
+	log *EventLog    // the events after t.Events, packed; nil until one overflows
+	e   Event        // the event next handed out, when it goes to log
+	ann []Annotation // external_annotations to place in flatten
 }
 
 func (s *sliceSink) next() *Event {
@@ -292,10 +293,10 @@ func (s *sliceSink) reserve(n int) {
 	}
 }
 
-func (s *sliceSink) annotate(ann []ptAnn) { s.ann = ann }
+func (s *sliceSink) annotate(ann []Annotation) { s.ann = ann }
 
 // flatten puts the packed events into t.Events, after those already
-// there, and the annotations among them.
+// there, and places the annotations.
 func (s *sliceSink) flatten() {
 	if s.log != nil {
 		ev := make([]Event, int64(len(s.t.Events))+s.log.Len())
@@ -303,15 +304,8 @@ func (s *sliceSink) flatten() {
 		s.log.unpackInto(ev[len(s.t.Events):])
 		s.t.Events, s.log = ev, nil
 	}
-	if len(s.ann) > 0 {
-		ev := make([]Event, 0, len(s.t.Events)+len(s.ann))
-		m := annMerger{ann: s.ann, out: func(e *Event) { ev = append(ev, *e) }}
-		for i := range s.t.Events {
-			m.push(&s.t.Events[i])
-		}
-		m.end()
-		s.t.Events, s.ann = ev, nil
-	}
+	PlaceAnnotations(s.ann, s.t.Events)
+	s.ann = nil
 }
 
 // readInput reads r whole. When r knows its size (bytes.Reader, a regular
@@ -370,9 +364,6 @@ type ptConv struct {
 	// key Stacks.InternIndices builds; keyBuf is the scratch key.
 	stackKeys map[string]StackID
 	keyBuf    []byte
-	// ann are external_annotations' markers (pytorch_annot.go), sorted,
-	// for the sink to merge into the events.
-	ann []ptAnn
 }
 
 // ptWord names the strings the importer looks for: dict keys, actions and
@@ -536,8 +527,8 @@ func (c *ptConv) finish(root pv) error {
 	for _, d := range ids {
 		c.t.Header.Devices = append(c.t.Header.Devices, Device{Index: d})
 	}
-	if len(c.ann) > 0 {
-		c.sink.annotate(c.ann)
+	if len(c.t.Annotations) > 0 {
+		c.sink.annotate(c.t.Annotations)
 	}
 	return nil
 }
@@ -598,7 +589,7 @@ func (c *ptConv) root(v pv) *convErr {
 			c.t.Header.AllocatorSettings = m
 		}
 		// record_function ranges, kept apart from the trace by PyTorch
-		// since ≈2.6: markers among the entries (pytorch_annot.go).
+		// since ≈2.6: beside the events (pytorch_annot.go).
 		if haveAnn {
 			if err := c.annotations(ann); err != nil {
 				return err.in(".external_annotations")

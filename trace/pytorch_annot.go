@@ -1,7 +1,8 @@
 package trace
 
-// PyTorch ≥ 2.6's external_annotations: record_function ranges, imported
-// as marker events among the device's trace entries.
+// PyTorch ≥ 2.6's external_annotations: record_function ranges, kept
+// beside the events (Trace.Annotations, Packed.Annotations), not among
+// them.
 //
 // What PyTorch writes. With _record_memory_history on, a RecordFunction
 // callback (torch/csrc/cuda/memory_snapshot.cpp, _initRecordAnnotations,
@@ -18,39 +19,47 @@ package trace
 // the same clock as the trace entries' time_us). memory_viz, at the two
 // MemoryViz.js commits pytorch_write.go names, does not read them.
 //
-// Where they go. Each becomes an ActionMarker event on its device, at its
-// time among that device's entries, labelled with the range's name, its
-// stack one frame {filename: the name, line: 0, name: "START" or "END"}:
-// the shape of the ≈2.4 user_defined markers (memory_snapshot.cpp builds
-// unwind::Frame{fn.name(), "START", 0}, and unwind::Frame's fields are
-// filename, funcname, lineno), so the two PyTorch forms of the same range
-// read as the same events. "In time order" is, precisely:
+// Why beside. Nothing of the allocator ever sees an annotation: they are
+// not entries of device_traces, and a replay's decisions cannot depend on
+// them. Kept as marker events among the entries (as memreplay did before),
+// they shifted every later entry's event index (so "peak at event N" no
+// longer named memory_viz's entry N), had to be kept out of the allocator
+// calls the replay reads as one (a malloc's releases and its segment, a
+// free's two entries), and, as the list comes after device_traces in the
+// file, made a streamed import re-encode its whole packed log and restart
+// the replay that ran beside it. Beside the events they cost a snapshot
+// without them nothing, and one with them a pass that only reads the
+// entries' devices and times.
 //
-//  1. An annotation belongs before the first entry of its device it does
+// An Annotation is {Device, TimeUS, Name, Stage, Event}. Event places it
+// among the events: it is the number of the trace's events before it, so
+// it comes right before event Event (Event == the number of events: after
+// the last). In a snapshot the events are device 0's entries, then device
+// 1's, and so on, so Event is also its place among its device's entries.
+// ReadPyTorch computes it from the times (PlaceAnnotations), the rule
+// memreplay used to put the markers in place:
+//
+//   - An annotation comes before the first entry of its device it does
 //     not follow: a START before the first entry at its time or later (the
 //     range's own allocations are at its time or later), an END before the
 //     first entry later than its time (the range's last ones are at its
-//     time or earlier). Annotations of a device are taken in time order
-//     (a stable sort: PyTorch's list is in time order already), each no
-//     earlier than the one before it.
-//  2. It then moves back to the nearest place right after an alloc or oom
-//     entry of its device, or to the device's start: it goes before the
-//     free, free_completed and segment entries between that alloc and its
-//     place, never between two of them. Another thread's annotation can
-//     fall inside an allocator call (a free's free_requested and
-//     free_completed, a malloc's releases and its new segment), and the
-//     replay reads such runs as one call (a free_requested followed by its
-//     free_completed is the usual free; releases followed by anything but
-//     their malloc's alloc are inferred as empty_cache): a marker there
-//     would change a decision. Right after an alloc or oom nothing of the
-//     replay looks across, so a marker there changes nothing it decides;
-//     the order against every alloc and oom stays the time order.
-//     Annotations after the device's last entry stay at its end.
+//     time or earlier). The annotations of a device are taken in time
+//     order (a stable sort: PyTorch's list is in time order already), each
+//     no earlier than the one before it. One after the device's last
+//     entry comes after it: before the next device's first event, or at
+//     the trace's end.
 //
-// Annotations outside the recorded span are kept, at the start or the end:
-// the real snapshots have them (an optimizer's zero_grad before the first
-// allocation, a step's END after its last free). A device named only by
-// annotations is a device of the trace, as one named only by segments is.
+// (The markers in the stream also had to move back to just after an alloc
+// or oom, out of the allocator calls the replay reads as one; beside the
+// events there is nothing to move out of.) Annotations outside the
+// recorded span are kept, at the start or the end: the real snapshots
+// have them (an optimizer's zero_grad before the first allocation, a
+// step's END after its last free). A device named only by annotations is
+// a device of the trace, as one named only by segments is.
+//
+// Trace.Annotations is in time order: the file's list, sorted stably by
+// time_us (PyTorch's order, so a snapshot's list is kept as it is, and
+// written back as it was read). Event is not ordered across devices.
 //
 // Malformed input follows the importer's rules: a non-list
 // external_annotations, an item that is not a dict, device and time_us
@@ -60,17 +69,26 @@ package trace
 // metadata is free-form for C++ callers of recordAnnotation), is skipped
 // and counted in a header note. Other keys are ignored.
 //
-// Streaming. The list comes after device_traces in PyTorch's files, so
-// the entries are converted (and, from ReadPyTorchObserved, observed)
-// before the annotations are known: the sinks put the markers in at the
-// end (sliceSink.flatten, pipeLog.end), in one pass over the events, and
-// an observer is told to restart and is given the merged events again.
-// Only snapshots with annotations pay that pass.
+// Streaming. The list comes after device_traces, so the entries are
+// converted (and, from ReadPyTorchObserved, packed and observed) before
+// the annotations are known; the sinks then place them (sliceSink.flatten
+// over Trace.Events, pipeLog.end over the packed log: one read of the
+// devices and times, no event re-encoded, no observer restarted). Only
+// snapshots with annotations pay that pass.
 //
-// Writing (pytorch_write.go) is the reverse: a marker of this shape goes
-// back to external_annotations when ReadPyTorch would put it back where it
-// is (annotWriter checks that with the rules above as the events go by);
-// else it stays a user_defined entry, which reads back the same.
+// Markers stay markers. ≈2.4's user_defined entries (the same ranges,
+// one frame {filename: the name, line: 0, name: "START" or "END"}: the
+// shape memory_snapshot.cpp gives unwind::Frame{fn.name(), "START", 0})
+// are real entries of device_traces, so they stay marker events at their
+// entry index, labelled by UserDefinedLabel; AnnotationStage tells their
+// stage, and the profiler lists them with the annotations.
+//
+// Writing. The pickle writer (pytorch_write.go) writes Trace.Annotations
+// back as external_annotations, in list order; marker events, whatever
+// their shape, stay user_defined entries. The native format (native.go)
+// keeps the list, Event included, in records of their own (tagAnnotations:
+// an ancillary tag, which readers older than it skip, losing only the
+// annotations), so pickle -> .mrt -> pickle gives the same list back.
 
 import (
 	"cmp"
@@ -79,27 +97,27 @@ import (
 	"strings"
 )
 
-// ptAnn is an annotation to merge: its marker event and whether its stage
-// is START (rule 1's tie).
-type ptAnn struct {
-	e     Event
-	start bool
+// Annotation is one end of a record_function range, kept beside the
+// events (see the file comment).
+type Annotation struct {
+	Device int32
+	TimeUS int64
+	Name   string
+	Stage  string // "START" or "END"
+	// Event is the number of the trace's events before it: it comes right
+	// before event Event, or after the last when Event is the number of
+	// events.
+	Event int64
 }
 
-// annFollows says whether e is an entry the annotation a follows (e is
-// before a in time), rule 1.
-func annFollows(a *ptAnn, e *Event) bool {
-	if a.start {
-		return e.TimeUS < a.e.TimeUS
+// annFollows says whether the annotation a follows an entry at time t
+// (the entry is before a in time): the rule of the file comment.
+func annFollows(a *Annotation, t int64) bool {
+	if a.Stage == "START" {
+		return t < a.TimeUS
 	}
-	return e.TimeUS <= a.e.TimeUS
+	return t <= a.TimeUS
 }
-
-// annSafeAfter says whether a marker may go right after e (rule 2).
-func annSafeAfter(e *Event) bool { return e.Action == ActionAlloc || e.Action == ActionOOM }
-
-// annotationStack is the one-frame stack of an annotation marker.
-func annotationFrame(stage, name string) Frame { return Frame{Filename: name, Name: stage} }
 
 func isStage(s string) bool { return s == "START" || s == "END" }
 
@@ -120,18 +138,6 @@ func UserDefinedLabel(f Frame) string {
 	return ""
 }
 
-// annotationOf reports whether the marker e, with its stack's frames,
-// has an annotation's shape, and if so whether it is a START.
-func annotationOf(e *Event, s *Stacks) (isAnn, start bool) {
-	switch AnnotationStage(e, s) {
-	case "START":
-		return true, true
-	case "END":
-		return true, false
-	}
-	return false, false
-}
-
 // AnnotationStage is "START" or "END" for a marker that is one end of a
 // record_function range (a PyTorch annotation: its stack is the one frame
 // {filename: its label, line: 0, name: stage}), "" for any other event.
@@ -150,7 +156,9 @@ func AnnotationStage(e *Event, s *Stacks) string {
 	return f.Name
 }
 
-// annotations converts external_annotations (see the file comment).
+// annotations converts external_annotations (see the file comment) into
+// c.t.Annotations, in time order; their Event is set once the events are
+// all in (PlaceAnnotations, from the sink).
 func (c *ptConv) annotations(v pv) *convErr {
 	l, err := c.wantList("", v)
 	if err != nil {
@@ -161,6 +169,7 @@ func (c *ptConv) annotations(v pv) *convErr {
 	}
 	var skipped [annSkips]int
 	n := 0
+	var ann []Annotation
 	for i, it := range l.items {
 		a, skip, err := c.annotation(it)
 		if err != nil {
@@ -171,8 +180,8 @@ func (c *ptConv) annotations(v pv) *convErr {
 			n++
 			continue
 		}
-		c.devices[a.e.Device] = true
-		c.ann = append(c.ann, a)
+		c.devices[a.Device] = true
+		ann = append(ann, a)
 	}
 	if n > 0 {
 		var why []string
@@ -183,14 +192,8 @@ func (c *ptConv) annotations(v pv) *convErr {
 		}
 		c.note("%d of %d external_annotations skipped (%s)", n, len(l.items), strings.Join(why, ", "))
 	}
-	// Rule 1's order: by device, then time; PyTorch's order among equal
-	// times.
-	slices.SortStableFunc(c.ann, func(a, b ptAnn) int {
-		if a.e.Device != b.e.Device {
-			return cmp.Compare(a.e.Device, b.e.Device)
-		}
-		return cmp.Compare(a.e.TimeUS, b.e.TimeUS)
-	})
+	slices.SortStableFunc(ann, func(a, b Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
+	c.t.Annotations = ann
 	return nil
 }
 
@@ -210,8 +213,8 @@ var annSkipWhy = [annSkips]string{
 	annOtherStage: "with a stage other than START and END",
 }
 
-func (c *ptConv) annotation(v pv) (ptAnn, int, *convErr) {
-	var a ptAnn
+func (c *ptConv) annotation(v pv) (Annotation, int, *convErr) {
+	var a Annotation
 	d, err := c.wantDict("", v)
 	if err != nil {
 		return a, 0, err
@@ -228,10 +231,10 @@ func (c *ptConv) annotation(v pv) (ptAnn, int, *convErr) {
 			stage, err = c.wantStr(".stage", it.val)
 			haveStage = true
 		case wDevice:
-			a.e.Device, err = c.wantDevice(".device", it.val)
+			a.Device, err = c.wantDevice(".device", it.val)
 			haveDev = true
 		case wTimeUS:
-			a.e.TimeUS, err = c.wantInt(".time_us", it.val)
+			a.TimeUS, err = c.wantInt(".time_us", it.val)
 			haveTime = true
 		}
 		if err != nil {
@@ -250,272 +253,84 @@ func (c *ptConv) annotation(v pv) (ptAnn, int, *convErr) {
 	case !isStage(stage):
 		return a, annOtherStage, nil
 	}
-	a.e.Action, a.e.Label = ActionMarker, name
-	a.e.Stack = c.t.Stacks.Intern([]Frame{annotationFrame(stage, name)})
-	a.start = stage == "START"
+	a.Name = name
+	a.Stage = "END"
+	if stage == "START" {
+		a.Stage = "START"
+	}
 	return a, annKept, nil
 }
 
-// annMerger puts annotations among a device-ordered stream of events
-// (rules 1 and 2): push each event in order, then end; out receives the
-// merged stream.
-type annMerger struct {
-	ann []ptAnn // still to place, sorted by device and time
-	out func(e *Event)
-	run []Event // the entries since the last alloc or oom, held back
-	dev int32   // the device of run
+// annPlacer sets the Event of annotations from the events, given in
+// order (push, then end): the rule of the file comment. It reads only
+// the events' devices and times.
+type annPlacer struct {
+	ann []*Annotation // by device, then time (stable), still to place
+	i   int64         // the events pushed
 }
 
-// push takes the next event.
-func (m *annMerger) push(e *Event) {
-	if len(m.run) > 0 && e.Device != m.dev {
-		m.flush()
+// newAnnPlacer readies the placing of ann (in time order, as
+// Trace.Annotations); nil when there is none.
+func newAnnPlacer(ann []Annotation) *annPlacer {
+	if len(ann) == 0 {
+		return nil
 	}
-	// Annotations of earlier devices come after those devices' events.
-	for len(m.ann) > 0 && m.ann[0].e.Device < e.Device {
-		m.place()
+	p := &annPlacer{ann: make([]*Annotation, len(ann))}
+	for i := range ann {
+		p.ann[i] = &ann[i]
 	}
-	// Those it does not follow go before the run.
-	for len(m.ann) > 0 && m.ann[0].e.Device == e.Device && !annFollows(&m.ann[0], e) {
-		m.place()
+	// Stable: the list's order (time order) among a device's annotations.
+	slices.SortStableFunc(p.ann, func(a, b *Annotation) int { return cmp.Compare(a.Device, b.Device) })
+	return p
+}
+
+// push takes the next event's device and time.
+func (p *annPlacer) push(dev int32, t int64) {
+	for len(p.ann) > 0 {
+		a := p.ann[0]
+		if a.Device > dev || (a.Device == dev && annFollows(a, t)) {
+			break
+		}
+		// An earlier device's (after its last event), or one e does not
+		// follow: before e.
+		a.Event = p.i
+		p.ann = p.ann[1:]
 	}
-	if annSafeAfter(e) && len(m.run) == 0 {
-		m.out(e)
+	p.i++
+}
+
+// end places the rest after the last event.
+func (p *annPlacer) end() {
+	for _, a := range p.ann {
+		a.Event = p.i
+	}
+	p.ann = nil
+}
+
+// PlaceAnnotations sets the Event of each of ann (in time order, as
+// Trace.Annotations) from the events: where ReadPyTorch puts an
+// annotation of external_annotations among events (the file comment's
+// rule). The events must be in a snapshot's order (by device).
+func PlaceAnnotations(ann []Annotation, events []Event) {
+	p := newAnnPlacer(ann)
+	if p == nil {
 		return
 	}
-	m.run = append(m.run, *e)
-	m.dev = e.Device
-	if annSafeAfter(e) {
-		m.flush()
+	for i := range events {
+		p.push(events[i].Device, events[i].TimeUS)
 	}
+	p.end()
 }
 
-func (m *annMerger) place() {
-	m.out(&m.ann[0].e)
-	m.ann = m.ann[1:]
-}
-
-func (m *annMerger) flush() {
-	for i := range m.run {
-		m.out(&m.run[i])
-	}
-	m.run = m.run[:0]
-}
-
-// end places what is left: the held-back run, then the remaining
-// annotations (after their devices' last entries).
-func (m *annMerger) end() {
-	m.flush()
-	for len(m.ann) > 0 {
-		m.place()
-	}
-}
-
-// annWriter decides, as a device's events go by, which annotation-shaped
-// markers the writer moves to external_annotations: those ReadPyTorch puts
-// back where they are. It follows rules 1 and 2 over the entries that stay
-// in device_traces ("kept") and holds back only what it cannot decide yet.
-//
-// Candidates come in gaps: runs of annotation-shaped markers between two
-// kept entries. A gap may move when its place is one rule 2 allows (the
-// device's start, right after an alloc or oom, or the device's end), its
-// times are in order and no earlier than the last moved annotation's, and
-// its first annotation follows every kept entry since the last moved one
-// was placed (else rule 1 would place it earlier). It is then queued, and
-// the kept entries after it are held back, until rule 1 has placed each of
-// its annotations, which must happen before the next alloc or oom (rule 2
-// then takes it back to the gap). A gap that fails is written where it is,
-// as user_defined entries (kept entries like any other), and what was held
-// after it is decided again. While a gap is queued, later candidates are
-// kept. Whole gaps move or stay: half a gap moved would read back
-// elsewhere.
-type annWriter struct {
-	p      *ptWriter
-	b      *batcher
-	active bool // the device has had a candidate
-
-	kept        int   // kept entries of the device so far, held ones included
-	lastAllowed int   // rule 2's last place: 0, or one past the last kept alloc or oom
-	maxT        int64 // the latest time of the kept entries since the last placement
-	haveMaxT    bool
-	lastT       int64 // the time of the device's last moved annotation
-	haveLastT   bool
-
-	gap    []annHeld // the candidates since the last kept entry
-	gapPos int       // their place, in kept entries
-
-	q      []annHeld // the queued gap
-	placed int       // how many of q rule 1 has placed
-	qPos   int
-	saved  annSaved  // the state when q was queued
-	held   []annHeld // the kept entries after q, not written yet
-
-	moved []ptAnn // the annotations moved so far, all devices
-}
-
-// annHeld is an event held back (start is set for annotations).
-type annHeld struct {
-	i int // the event's index, for error messages
-	ptAnn
-}
-
-type annSaved struct {
-	kept, lastAllowed int
-	maxT              int64
-	haveMaxT          bool
-}
-
-// startDevice readies w for the next device's list.
-func (w *annWriter) startDevice(b *batcher) {
-	*w = annWriter{p: w.p, b: b, moved: w.moved}
-}
-
-// event takes the device's next event.
-func (w *annWriter) event(i int, e *Event) {
-	if !w.active && e.Action != ActionMarker {
-		// The usual case, without a copy: written at once.
-		w.p.entry(i, e, w.b)
-		if !ptLeftOut(e.Action) {
-			w.count(e)
+// SortedByEvent returns the annotations ordered by Event, then device,
+// then time (a copy: Trace.Annotations is in time order).
+func SortedByEvent(ann []Annotation) []Annotation {
+	s := slices.Clone(ann)
+	slices.SortStableFunc(s, func(a, b Annotation) int {
+		if c := cmp.Compare(a.Event, b.Event); c != 0 {
+			return c
 		}
-		return
-	}
-	w.take(annHeld{i: i, ptAnn: ptAnn{e: *e}})
-}
-
-// count moves the state past a kept entry.
-func (w *annWriter) count(e *Event) {
-	w.kept++
-	if annSafeAfter(e) {
-		w.lastAllowed = w.kept
-	}
-	if !w.haveMaxT || e.TimeUS > w.maxT {
-		w.maxT, w.haveMaxT = e.TimeUS, true
-	}
-}
-
-func (w *annWriter) take(h annHeld) {
-	if ptLeftOut(h.e.Action) || h.e.Action == ActionInvalid || h.e.Action >= numActions {
-		w.p.entry(h.i, &h.e, w.b) // no entry (or an error): nothing to decide
-		return
-	}
-	if len(w.q) == 0 {
-		if isAnn, start := annotationOf(&h.e, w.p.stacks); isAnn {
-			w.active = true
-			h.start = start
-			if len(w.gap) == 0 {
-				w.gapPos = w.kept
-			}
-			w.gap = append(w.gap, h)
-			return
-		}
-	}
-	if len(w.gap) > 0 {
-		w.closeGap(false)
-	}
-	w.keep(h)
-}
-
-// closeGap queues the gap, or moves it at the device's end (atEnd), when
-// it may move; else it keeps it.
-func (w *annWriter) closeGap(atEnd bool) {
-	g := w.gap
-	w.gap = nil
-	ok := atEnd || w.gapPos == w.lastAllowed
-	t, haveT := w.lastT, w.haveLastT
-	for k := range g {
-		if haveT && g[k].e.TimeUS < t {
-			ok = false
-		}
-		t, haveT = g[k].e.TimeUS, true
-	}
-	if ok && w.haveMaxT && !annFollows(&g[0].ptAnn, &Event{TimeUS: w.maxT}) {
-		ok = false
-	}
-	switch {
-	case !ok:
-		for _, h := range g {
-			w.keep(h)
-		}
-	case atEnd:
-		w.move(g)
-	default:
-		w.q, w.placed, w.qPos = g, 0, w.gapPos
-		w.saved = annSaved{w.kept, w.lastAllowed, w.maxT, w.haveMaxT}
-	}
-}
-
-// keep handles an entry that stays in device_traces.
-func (w *annWriter) keep(h annHeld) {
-	if len(w.q) == 0 {
-		w.p.entry(h.i, &h.e, w.b)
-		w.count(&h.e)
-		return
-	}
-	// Rule 1 places the queued annotations h does not follow; rule 2 at
-	// lastAllowed, which must be their gap.
-	for w.placed < len(w.q) && !annFollows(&w.q[w.placed].ptAnn, &h.e) {
-		if w.lastAllowed != w.qPos {
-			w.fail(&h)
-			return
-		}
-		w.placed++
-	}
-	if w.placed == len(w.q) {
-		w.move(w.q)
-		held := w.held
-		w.q, w.held = nil, nil
-		for _, x := range held {
-			w.p.entry(x.i, &x.e, w.b)
-		}
-		w.p.entry(h.i, &h.e, w.b)
-		w.count(&h.e)
-		w.maxT = h.e.TimeUS // the last was placed at h: the next is checked from h on
-		return
-	}
-	if annSafeAfter(&h.e) {
-		// Past it, what is still queued would read back after it.
-		w.fail(&h)
-		return
-	}
-	w.held = append(w.held, h)
-	w.count(&h.e)
-}
-
-// fail keeps the queued gap where it is and decides again what was held
-// after it, then h (when not nil).
-func (w *annWriter) fail(h *annHeld) {
-	q, held := w.q, w.held
-	w.q, w.held = nil, nil
-	s := w.saved
-	w.kept, w.lastAllowed, w.maxT, w.haveMaxT = s.kept, s.lastAllowed, s.maxT, s.haveMaxT
-	for _, x := range q {
-		w.keep(x)
-	}
-	for _, x := range held {
-		w.take(x)
-	}
-	if h != nil {
-		w.take(*h)
-	}
-}
-
-// move records g as moved.
-func (w *annWriter) move(g []annHeld) {
-	for _, h := range g {
-		w.moved = append(w.moved, h.ptAnn)
-	}
-	w.lastT, w.haveLastT = g[len(g)-1].e.TimeUS, true
-}
-
-// endDevice decides what is left at the device's end: a queued gap was
-// followed by a kept entry, so rule 1 would place what is left of it at
-// the end, not at the gap.
-func (w *annWriter) endDevice() {
-	for len(w.q) > 0 {
-		w.fail(nil)
-	}
-	if len(w.gap) > 0 {
-		w.closeGap(true)
-	}
+		return cmp.Compare(a.Device, b.Device)
+	})
+	return s
 }

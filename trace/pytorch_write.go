@@ -28,11 +28,10 @@ package trace
 //   - "allocator_settings": Header.AllocatorSettings, PyTorch's keys first
 //     in PyTorch's order, other keys sorted; left out when nil. Known keys
 //     must have the types PyTorch writes (ReadPyTorch checks them).
-//   - "external_annotations": the markers of a record_function
-//     annotation's shape that ReadPyTorch puts back where they are
-//     (pytorch_annot.go, annWriter), as PyTorch's {stage, name, device,
-//     time_us} in time order; left out when there are none (the others
-//     stay user_defined entries).
+//   - "external_annotations": t.Annotations (pytorch_annot.go), as
+//     PyTorch's {stage, name, device, time_us}, in the list's order (time
+//     order); left out when there are none. Their Event is not written:
+//     ReadPyTorch places them among the entries again by their times.
 //
 // The initial state (Initial) has no place in a snapshot and is not
 // written: memory_viz and the replay's reconstruction both infer what
@@ -44,8 +43,9 @@ package trace
 // oom with device_free in place of addr (an oom's Addr, other events'
 // DeviceFree and non-markers' Label have no place and are not written).
 // memreplay's own actions map to what PyTorch would write:
-//   - marker: one of a record_function annotation's shape may go to
-//     external_annotations instead (above). PyTorch's markers are
+//   - marker: written as an entry whatever its shape (a marker of a
+//     record_function annotation's shape, ≈2.4's form, stays a
+//     user_defined entry: it is one). PyTorch's markers are
 //     "snapshot", "annotate" and
 //     "user_defined" (≈2.4's record_function annotations, whose one frame
 //     names the range); ReadPyTorch reads them back as markers labelled
@@ -134,7 +134,6 @@ package trace
 // overlaps the write.
 
 import (
-	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -238,8 +237,6 @@ type ptWriter struct {
 	kAction, kAddr, kSize, kStream, kTimeUS, kFrames, kDeviceFree ptGet
 	kNames                                                        [ptNumNames]ptGet
 	entryKeys                                                     bool // all of the above but kFrames, kDeviceFree and kNames are set
-	// aw moves annotation markers to external_annotations (pytorch_annot.go).
-	aw annWriter
 }
 
 // ptGet is a memoised string's BINGET or LONG_BINGET, ready to append
@@ -279,7 +276,6 @@ func newPTWriter(w io.Writer, s *Stacks) *ptWriter {
 		strMemo: map[string]uint32{}, frameMemo: map[Frame]uint32{},
 		emptyList: -1,
 	}
-	p.aw.p = p
 	return p
 }
 
@@ -506,10 +502,10 @@ func (p *ptWriter) snapshot(t *Trace, hasEvents bool, ndev int, each func(d int,
 		p.str("allocator_settings")
 		p.settings(t.Header.AllocatorSettings)
 	}
-	if len(p.aw.moved) > 0 {
+	if len(t.Annotations) > 0 {
 		top.item()
 		p.str("external_annotations")
-		p.annotations(p.aw.moved)
+		p.annotations(t.Annotations)
 	}
 	top.end()
 	p.op(opSTOP)
@@ -664,9 +660,7 @@ func (p *ptWriter) deviceTraces(ndev int, each func(d int, b *batcher)) {
 		outer.item()
 		p.op(opEMPTY_LIST)
 		b := p.batch(opAPPENDS)
-		p.aw.startDevice(&b)
 		each(d, &b)
-		p.aw.endDevice()
 		b.end()
 	}
 	outer.end()
@@ -786,9 +780,8 @@ func ptLeftOut(a Action) bool {
 	return false
 }
 
-// event writes the device's next event: an entry now, or later, or (an
-// annotation's marker) in external_annotations, as p.aw decides.
-func (p *ptWriter) event(i int, e *Event, _ *batcher) { p.aw.event(i, e) }
+// event writes the device's next event.
+func (p *ptWriter) event(i int, e *Event, b *batcher) { p.entry(i, e, b) }
 
 // entry writes one trace entry. It is the writer's hot loop (a big
 // snapshot is tens of millions of them): the keys and action names are
@@ -820,28 +813,37 @@ func (p *ptWriter) entry(i int, e *Event, b *batcher) {
 // the action name (BINGETs of at most 5 bytes), four ints.
 const ptEntryMax = 2 + 6*5 + 4*ptIntMax
 
-// annotations writes external_annotations: the moved markers as PyTorch's
-// dicts {stage, name, device, time_us}, in time order (PyTorch's: one ring
-// buffer for all devices; within a device the order is the trace's).
-func (p *ptWriter) annotations(moved []ptAnn) {
-	slices.SortStableFunc(moved, func(a, b ptAnn) int { return cmp.Compare(a.e.TimeUS, b.e.TimeUS) })
+// annotations writes external_annotations: PyTorch's dicts {stage, name,
+// device, time_us}, in the list's order (Trace.Annotations is in time
+// order, PyTorch's: one ring buffer for all devices). Event is not
+// written: ReadPyTorch computes it from the times. A stage other than
+// START and END, or an empty name, is an error: ReadPyTorch would skip
+// the annotation.
+func (p *ptWriter) annotations(ann []Annotation) {
 	p.op(opEMPTY_LIST)
 	l := p.batch(opAPPENDS)
-	for _, a := range moved {
+	for i := range ann {
+		a := &ann[i]
+		if !isStage(a.Stage) || a.Name == "" {
+			p.fail("annotation %d: stage %q, name %q: want START or END and a name", i, a.Stage, a.Name)
+			return
+		}
+		if err := ptCheckDevice(ptWhere{"annotation", i, -1}, a.Device); err != nil {
+			if p.err == nil {
+				p.err = err
+			}
+			return
+		}
 		l.item()
 		p.op(opEMPTY_DICT, opMARK)
-		stage := "END"
-		if a.start {
-			stage = "START"
-		}
 		p.str("stage")
-		p.str(stage)
+		p.str(a.Stage)
 		p.str("name")
-		p.str(a.e.Label)
+		p.str(a.Name)
 		p.str("device")
-		p.int(int64(a.e.Device))
+		p.int(int64(a.Device))
 		p.str("time_us")
-		p.int(a.e.TimeUS)
+		p.int(a.TimeUS)
 		p.op(opSETITEMS)
 	}
 	l.end()

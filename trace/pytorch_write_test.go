@@ -984,7 +984,7 @@ print("same", sum(len(t) for t in b["device_traces"]) + len(b.get("external_anno
 		require.NoError(t, WritePyTorchFile(out, tr))
 		res, err := exec.Command(py, "-c", compare, path, out).CombinedOutput()
 		require.NoError(t, err, "%s: %s", path, res)
-		require.Equal(t, fmt.Sprintf("same %d %d\n", len(tr.Events), len(tr.Final)), string(res), path)
+		require.Equal(t, fmt.Sprintf("same %d %d\n", len(tr.Events)+len(tr.Annotations), len(tr.Final)), string(res), path)
 	}
 }
 

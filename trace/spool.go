@@ -96,7 +96,7 @@ type PyTorchSpool struct {
 	packed      chan struct{} // closed when the packer ends
 	mu          sync.Mutex
 	perr        error // the packer's first error
-	annotations int64 // markers the last WriteSnapshot moved to external_annotations
+	annotations int64 // external_annotations the last WriteSnapshot wrote
 }
 
 // spoolBatch is how many events go to the packer at a time, in one of
@@ -152,8 +152,8 @@ func NewPyTorchSpool(dir string, stacks *Stacks) (*PyTorchSpool, error) {
 // Events returns the number of events added, left out ones included.
 func (s *PyTorchSpool) Events() int64 { return s.events }
 
-// Annotations returns how many markers the last WriteSnapshot wrote to
-// external_annotations rather than as trace entries (pytorch_annot.go).
+// Annotations returns how many external_annotations the last
+// WriteSnapshot wrote (t.Annotations; pytorch_annot.go).
 func (s *PyTorchSpool) Annotations() int64 { return s.annotations }
 
 // LeftOut returns the number of events added that PyTorch's trace has no
@@ -506,7 +506,7 @@ func (s *PyTorchSpool) WriteSnapshot(w io.Writer, t *Trace) error {
 	}
 	pw.async = newAsyncWriter(w, cap(pw.buf))
 	err = pw.finish(pw.snapshot(t, s.events > 0, ndev, each))
-	s.annotations = int64(len(pw.aw.moved))
+	s.annotations = int64(len(t.Annotations))
 	return err
 }
 

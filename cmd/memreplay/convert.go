@@ -100,6 +100,9 @@ func copyTrace(w io.Writer, r trace.Reader) (int64, error) {
 	if err := eachEvent(r, func(e *trace.Event) error { return tw.WriteEvent(e, r.Stacks()) }); err != nil {
 		return 0, err
 	}
+	if err := tw.WriteAnnotations(trace.AnnotationsOf(r)); err != nil {
+		return 0, err
+	}
 	if final, ok := r.Final(); ok {
 		if err := tw.SetFinal(final); err != nil {
 			return 0, err
@@ -157,7 +160,7 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 	default:
 		state = "no end state in the input (empty segment list)"
 	}
-	entries := plural(int(sum.events-sum.left-sum.annotations), "trace entry")
+	entries := plural(int(sum.events-sum.left), "trace entry")
 	if sum.annotations > 0 {
 		entries += ", " + plural(int(sum.annotations), "external annotation")
 	}
@@ -172,7 +175,7 @@ func convertToPickle(o *trace.Opened, in, out string, quiet bool, stdout io.Writ
 // pickleSummary is what convert says about a written snapshot.
 type pickleSummary struct {
 	events, left   int64 // left: events with no PyTorch entry
-	annotations    int64 // markers written to external_annotations
+	annotations    int64 // external_annotations written
 	final, initial []trace.Segment
 	hasFinal       bool
 }
@@ -201,7 +204,8 @@ func spoolToPickle(r trace.Reader, out string) (pickleSummary, error) {
 	}
 	init, rec := r.Initial()
 	final, hasFinal := r.Final()
-	t := &trace.Trace{Header: r.Header(), Stacks: r.Stacks(), Initial: init, InitialReconstructed: rec, Final: final, HasFinal: hasFinal}
+	t := &trace.Trace{Header: r.Header(), Stacks: r.Stacks(), Initial: init, InitialReconstructed: rec, Final: final, HasFinal: hasFinal,
+		Annotations: trace.AnnotationsOf(r)}
 	// Into the unnamed file: every error below is named once, here.
 	bw := bufio.NewWriterSize(f.File, 1<<20)
 	err = sp.WriteSnapshot(bw, t)

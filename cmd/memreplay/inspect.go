@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 const inspectHelp = `Usage: memreplay inspect [flags] TRACE
 
 Says what a trace holds without replaying it: its format and source, the
-recording allocator's settings, devices, events by kind, the time span,
+recording allocator's settings, devices, events by kind, markers by label
+(PyTorch's external_annotations among them: they are counted apart, not as
+events, since PyTorch keeps them beside its trace entries), the time span,
 stacks, the state before the first event (recorded, or reconstructed for a
 partial trace) and after the last, and whether it carries the recording's
 own decisions, which 'memreplay replay --check' compares.
@@ -51,11 +55,14 @@ type inspection struct {
 	InitialReconstructed bool              `json:"initial_reconstructed"`
 	Final                *stateSummary     `json:"final"`
 	// Markers sums the markers by label (PyTorch's record_function
-	// annotations with their START and END counts, snapshot entries,
-	// memreplay's own), in order of first appearance; left out when the
-	// trace has none.
+	// annotations with their START and END counts, those beside the
+	// events included, snapshot entries, memreplay's own), in order of
+	// first appearance; left out when the trace has none.
 	Markers []markerSummary `json:"markers,omitempty"`
-	Notes   []string        `json:"notes,omitempty"`
+	// Annotations counts PyTorch's external_annotations, kept beside
+	// the events (trace.Annotation): they are in Markers, not in Events.
+	Annotations int64    `json:"annotations,omitempty"`
+	Notes       []string `json:"notes,omitempty"`
 }
 
 type markerSummary struct {
@@ -184,7 +191,15 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	}
 	sort.Slice(in.Devices, func(i, j int) bool { return in.Devices[i].Index < in.Devices[j].Index })
 	in.Stacks, in.Frames = r.Stacks().NumStacks()-1, r.Stacks().NumFrames()
-	in.Markers = c.markerSummaries(r.Stacks())
+	ann := o.Annotations()
+	in.Annotations = int64(len(ann))
+	// The time span is the recording's: annotations included, as when
+	// they were events.
+	for i := range ann {
+		c.time(ann[i].TimeUS)
+	}
+	in.FirstTimeUS, in.LastTimeUS = c.first, c.last
+	in.Markers = c.markerSummaries(r.Stacks(), ann)
 	// Decisions to compare: the recorded segment and oom entries, or the
 	// alloc addresses of a trace with a final state to check against.
 	in.Checkable = replay.Checkable(h.Source, in.Decisions, in.Actions["alloc"], hasFinal)
@@ -230,11 +245,16 @@ func (c *eventCounts) Event(i int64, e *trace.Event) {
 	if e.Action == trace.ActionMarker {
 		c.marker(i, e)
 	}
-	if e.TimeUS != 0 {
-		if c.first == 0 || e.TimeUS < c.first {
-			c.first = e.TimeUS
+	c.time(e.TimeUS)
+}
+
+// time widens the time span to t (0: not recorded).
+func (c *eventCounts) time(t int64) {
+	if t != 0 {
+		if c.first == 0 || t < c.first {
+			c.first = t
 		}
-		c.last = max(c.last, e.TimeUS)
+		c.last = max(c.last, t)
 	}
 }
 
@@ -259,13 +279,27 @@ func (c *eventCounts) marker(i int64, e *trace.Event) {
 }
 
 // markerSummaries sums the markers by label, with the annotations'
-// stages read from their stacks.
-func (c *eventCounts) markerSummaries(s *trace.Stacks) []markerSummary {
-	var out []markerSummary
+// stages read from their stacks, and the annotations beside the events
+// (ann) with the markers of their label; an annotation's first event is
+// the one it comes before. Labels are in order of first appearance, at
+// most maxMarkerLabels, the rest summed under "".
+func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) []markerSummary {
+	by := map[string]*markerSummary{}
+	var order []*markerSummary
+	get := func(label string, first int64) *markerSummary {
+		m := by[label]
+		if m == nil {
+			m = &markerSummary{Label: label, FirstEvent: first}
+			by[label] = m
+			order = append(order, m)
+		}
+		m.FirstEvent = min(m.FirstEvent, first)
+		return m
+	}
 	for _, label := range c.markerOrder {
-		m := c.markers[label]
-		ms := markerSummary{Label: label, FirstEvent: m.first}
-		for id, n := range m.stacks {
+		mc := c.markers[label]
+		ms := get(label, mc.first)
+		for id, n := range mc.stacks {
 			ms.Count += n
 			switch trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: label, Stack: id}, s) {
 			case "START":
@@ -274,7 +308,43 @@ func (c *eventCounts) markerSummaries(s *trace.Stacks) []markerSummary {
 				ms.End += n
 			}
 		}
-		out = append(out, ms)
+	}
+	if len(ann) == 0 {
+		return derefSummaries(order)
+	}
+	for _, a := range trace.SortedByEvent(ann) {
+		ms := get(a.Name, a.Event)
+		ms.Count++
+		if a.Stage == "START" {
+			ms.Start++
+		} else {
+			ms.End++
+		}
+	}
+	// First appearance; at the same event, the annotation comes first.
+	slices.SortStableFunc(order, func(a, b *markerSummary) int { return cmp.Compare(a.FirstEvent, b.FirstEvent) })
+	if len(order) > maxMarkerLabels {
+		kept := order[:maxMarkerLabels:maxMarkerLabels]
+		rest := by[""] // "(other labels)"
+		if rest == nil || !slices.Contains(kept, rest) {
+			rest = &markerSummary{FirstEvent: order[maxMarkerLabels].FirstEvent}
+			kept = append(kept, rest)
+		}
+		for _, m := range order[maxMarkerLabels:] {
+			rest.Count += m.Count
+			rest.Start += m.Start
+			rest.End += m.End
+			rest.FirstEvent = min(rest.FirstEvent, m.FirstEvent)
+		}
+		order = kept
+	}
+	return derefSummaries(order)
+}
+
+func derefSummaries(ms []*markerSummary) []markerSummary {
+	var out []markerSummary
+	for _, m := range ms {
+		out = append(out, *m)
 	}
 	return out
 }
@@ -332,6 +402,9 @@ func writeInspection(w io.Writer, in *inspection) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		add("  "+k, fmt.Sprint(in.Actions[k]))
+	}
+	if in.Annotations > 0 {
+		add("  annotations", fmt.Sprintf("%d (external_annotations, beside the events)", in.Annotations))
 	}
 	for _, m := range in.Markers {
 		label := fmt.Sprintf("%q", m.Label)

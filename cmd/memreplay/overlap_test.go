@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 // speculate makes replay.OpenReplay speculate on every snapshot (on) or
@@ -35,10 +36,22 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 	other := filepath.Join(dir, "other.pickle")
 	code, _, stderr = runCLI("replay", "--alloc-conf", "max_split_size_mb:64", "--record", other, "../../traces/trial/bert-base_b16_s128_fp16.mrt")
 	require.Zero(t, code, stderr)
+	// With external_annotations: kept beside the events, they no longer
+	// restart the import's observer, so the speculative replay stands
+	// (it was Discarded), and its profile gets them all the same.
+	annotated := filepath.Join(dir, "annotated.pickle")
+	tr, err := trace.ReadPyTorchFile(fromStart)
+	require.NoError(t, err)
+	first, last := tr.Events[0].TimeUS, tr.Events[len(tr.Events)-1].TimeUS
+	for i := range 40 {
+		stage := []string{"START", "END"}[i%2]
+		tr.Annotations = append(tr.Annotations, trace.Annotation{Name: "Optimizer.step#AdamW.step", Stage: stage, TimeUS: first + (last-first)*int64(i)/40})
+	}
+	require.NoError(t, trace.WritePyTorchFile(annotated, tr))
 	for _, c := range []struct {
 		path string
 		want replay.Speculation
-	}{{fromStart, replay.Confirmed}, {completeTrace, replay.Confirmed}, {other, replay.Discarded}, {partialTrace, replay.Discarded}} {
+	}{{fromStart, replay.Confirmed}, {annotated, replay.Confirmed}, {completeTrace, replay.Confirmed}, {other, replay.Discarded}, {partialTrace, replay.Discarded}} {
 		for _, args := range [][]string{
 			{"replay", "--format", "json", c.path},
 			{"replay", c.path},
@@ -73,6 +86,9 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 				require.Equal(t, want, lastSpeculation, "%v", a)
 			}
 			require.Equal(t, outs[0], outs[1], "%v", args)
+			if c.path == annotated && args[0] == "replay" && args[1] == "--format" {
+				require.Contains(t, outs[1], `"label": "Optimizer.step#AdamW.step"`)
+			}
 		}
 	}
 }

@@ -380,6 +380,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	if err != nil {
 		return nil, err
 	}
+	prof.Annotations(o.Annotations())
 	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
 }
 
@@ -461,6 +462,7 @@ func replayAfterOpen(path string, opts replay.Options, rf *replayFlags, stderr i
 			return nil, err
 		}
 	}
+	prof.Annotations(o.Annotations())
 	in := &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}
 	if gpu != nil {
 		if err := gpu.Close(); err != nil {

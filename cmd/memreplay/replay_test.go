@@ -24,7 +24,7 @@ func TestReplayReportsARealTrace(t *testing.T) {
 	code, stdout, stderr := runCLI("replay", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	require.Contains(t, stdout, "reconstructed")
-	require.Contains(t, stdout, "2045") // events: 2043 entries and 2 external_annotations
+	require.Contains(t, stdout, "| events                         | 2043 ") // the entries; the 2 external_annotations are beside them
 }
 
 func TestReplayCheckJSON(t *testing.T) {
@@ -93,7 +93,7 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "fwd.mrt")
 	code, stdout, stderr := runCLI("convert", partialTrace, out)
 	require.Equal(t, 0, code, stderr)
-	require.Contains(t, stdout, "2045 events")
+	require.Contains(t, stdout, "2043 events")
 
 	_, direct, _ := runCLI("replay", "--check", "--format", "json", partialTrace)
 	code, native, stderr := runCLI("replay", "--check", "--format", "json", out)
@@ -103,6 +103,8 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(native), &b))
 	require.Equal(t, a["stats"], b["stats"])
 	require.Equal(t, a["check"], b["check"])
+	require.Len(t, a["markers"], 2)
+	require.Equal(t, a["markers"], b["markers"], "the annotations, kept by the native format")
 	// max_external_fragmentation is the largest over the timeline's
 	// samples, and a snapshot's known length samples every 3 events here
 	// where a streamed trace's doubling interval ends at 4: the two agree
@@ -119,7 +121,8 @@ func TestConvertThenReplayStreams(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
 	require.Equal(t, "native", in["format"])
 	require.Equal(t, true, in["initial_reconstructed"])
-	require.EqualValues(t, 2045, in["events"])
+	require.EqualValues(t, 2043, in["events"])
+	require.EqualValues(t, 2, in["annotations"], "the annotations survive the conversion")
 }
 
 func TestInspect(t *testing.T) {
@@ -369,14 +372,19 @@ func TestInspectPickleMatchesNative(t *testing.T) {
 	}
 }
 
-// A snapshot's external_annotations are markers: inspect lists them by
-// label with their START and END counts, and the JSON report has them.
+// A snapshot's external_annotations are beside the events: the events are
+// the snapshot's entries (2043, as memory_viz counts them; they were 2045
+// with the annotations merged in), inspect counts the annotations and
+// lists them with the markers by label, with their START and END counts,
+// and the JSON report has them.
 func TestInspectAnnotationMarkers(t *testing.T) {
 	code, stdout, stderr := runCLI("inspect", "--format", "json", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	var in map[string]any
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
-	require.EqualValues(t, 2045, in["events"]) // 2043 entries and 2 annotations
+	require.EqualValues(t, 2043, in["events"])
+	require.EqualValues(t, 2, in["annotations"])
+	require.Equal(t, map[string]any{"alloc": 681.0, "free_requested": 681.0, "free_completed": 681.0}, in["actions"])
 	assert.Equal(t, []any{map[string]any{"label": "Optimizer.zero_grad#AdamW.zero_grad", "count": 2.0, "start": 1.0, "end": 1.0,
 		"first_event": 0.0}}, in["markers"])
 	assert.NotContains(t, stdout, "not imported")
@@ -384,6 +392,7 @@ func TestInspectAnnotationMarkers(t *testing.T) {
 	code, stdout, stderr = runCLI("inspect", partialTrace)
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, `"Optimizer.zero_grad#AdamW.zero_grad" | 2 (record_function: 1 START, 1 END), first at event 0`)
+	assert.Contains(t, stdout, `annotations`)
 
 	code, stdout, stderr = runCLI("replay", "--format", "json", partialTrace)
 	require.Equal(t, 0, code, stderr)

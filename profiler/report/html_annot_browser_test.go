@@ -33,5 +33,5 @@ func TestBrowserAnnotationMarkers(t *testing.T) {
 	require.NotNil(t, c)
 	assert.Equal(t, 2, c.Markers)
 	assert.Contains(t, dom, "Optimizer.zero_grad#AdamW.zero_grad START at event 0")
-	assert.Contains(t, dom, "Optimizer.zero_grad#AdamW.zero_grad END at event 1")
+	assert.Contains(t, dom, "Optimizer.zero_grad#AdamW.zero_grad END at event 0")
 }

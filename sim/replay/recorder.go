@@ -43,6 +43,17 @@ type MarkerRecorder interface {
 	Marker(device int32, index int64, e *trace.Event)
 }
 
+// AnnotationRecorder is an optional interface of a Recorder that wants
+// the trace's annotations (trace.Annotation: PyTorch's
+// external_annotations, beside the events). Run calls Annotations once,
+// after the last event, when the reader has some (trace.AnnotationsOf);
+// each annotation's Event says where among the events it falls. A replay
+// that runs while the trace is imported (OpenReplay's speculation) reads
+// a reader that has none: its caller hands them over itself.
+type AnnotationRecorder interface {
+	Annotations(ann []trace.Annotation)
+}
+
 // StepGate is an optional interface of a Recorder whose Step has work to
 // do only at some events (the profiler: at its timeline's samples, and
 // after an event that left it something to settle). The replay then calls

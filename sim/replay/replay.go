@@ -672,6 +672,11 @@ func (rp *replayer) bad(idx int64, msg string) error {
 }
 
 func (rp *replayer) finish() error {
+	if ar, ok := rp.opts.Recorder.(AnnotationRecorder); ok {
+		if ann := trace.AnnotationsOf(rp.r); len(ann) > 0 {
+			ar.Annotations(ann)
+		}
+	}
 	final, hasFinal := rp.r.Final()
 	if c := rp.check; c != nil && !Checkable(rp.header.Source, rp.decisionsRead, rp.allocsRead, hasFinal) {
 		// Without recorded decisions, an alloc's address is the
@@ -1014,9 +1019,11 @@ func (d *devState) event(idx int64, e *trace.Event) (stop bool, err error) {
 	default:
 		err = d.rp.bad(idx, fmt.Sprintf("unknown action %s", e.Action))
 	}
-	if e.Action == trace.ActionFreeCompleted {
+	if e.Action == trace.ActionFreeCompleted || (e.Action == trace.ActionMarker && d.rp.infer) {
 		// Possibly part of a malloc's synchronisation, between its
-		// releases and its oom: its decisions are not all in yet.
+		// releases and its oom: its decisions are not all in yet. A
+		// PyTorch trace's marker (≈2.4's user_defined entry, another
+		// thread's) can fall inside a malloc's run as well.
 		return stop, err
 	}
 	if len(d.deferred) > 0 && err == nil && (e.Action == trace.ActionAlloc || e.Action == trace.ActionOOM || e.Action == trace.ActionEmptyCache) {
@@ -1097,7 +1104,10 @@ func (d *devState) alias(rec, ours uint64) uint64 {
 // malloc's releases are followed, past any free_completed entries of its
 // synchronisation and further decisions, by its oom, or by its alloc after
 // a new segment; releases followed by anything else, or by an alloc served
-// from the cache, were empty_cache's.
+// from the cache, were empty_cache's. Markers are stepped over: ≈2.4's
+// user_defined entries (another thread's record_function range) can fall
+// inside a malloc's run, and are no allocator call. e is nil at the end of
+// the trace.
 func (d *devState) inferEmptyCache(idx int64, e *trace.Event) error {
 	h := d.head()
 	if h == nil || (h.action != trace.ActionSegmentFree && h.action != trace.ActionSegmentUnmap) {
@@ -1110,7 +1120,7 @@ func (d *devState) inferEmptyCache(idx int64, e *trace.Event) error {
 		}
 	}
 	in := e
-	for k := 0; in != nil && (in.Action == trace.ActionFreeCompleted || (in.Action.IsDecision() && in.Action != trace.ActionOOM)); k++ {
+	for k := 0; in != nil && (in.Action == trace.ActionFreeCompleted || in.Action == trace.ActionMarker || (in.Action.IsDecision() && in.Action != trace.ActionOOM)); k++ {
 		if in.Action == trace.ActionSegmentAlloc || in.Action == trace.ActionSegmentMap {
 			newSegment = true
 		}
@@ -1159,7 +1169,7 @@ func (d *devState) releasedFit(e *trace.Event) bool {
 func (d *devState) endOfTrace() error {
 	if d.rp.infer && d.head() != nil {
 		d.curInput = d.rp.n - 1
-		return d.inferEmptyCache(d.rp.n-1, &trace.Event{Action: trace.ActionMarker, Device: d.index})
+		return d.inferEmptyCache(d.rp.n-1, nil)
 	}
 	return nil
 }

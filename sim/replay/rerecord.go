@@ -30,6 +30,11 @@ package replay
 //     events with the time of the input that caused them (decisions precede
 //     their input, so the buffer holds exactly one input's worth) and
 //     passes them on.
+//   - The input's annotations (trace.Annotation, beside its events) are
+//     carried over, each placed before the recording's events for the
+//     input event it came before (Step keeps the shift between the two
+//     indices where it changes); a pickle recording writes them as
+//     external_annotations.
 //   - Inputs that are not allocator calls Record can see (empty_cache,
 //     stream_sync, record_stream, trial boundaries, markers) come from the
 //     replay itself, through the unexported inputRecorder interface, after
@@ -108,7 +113,20 @@ type ReplayRecorder struct {
 	final   []trace.Segment
 	done    bool
 	err     error
+
+	// shifts maps the input's event indices to the recording's, for the
+	// input's annotations (trace.Annotation), which are placed at Finish
+	// (a streamed input has them only at its end): from input event
+	// shifts[k].in on, the recording's index is the input's plus
+	// shifts[k].by, until the next entry. An entry is added only when
+	// the difference changes (at decisions, inferred and left-out
+	// inputs), so it stays small next to the events.
+	shifts  []recShift
+	stepped int64 // one past the last input index stepped
 }
+
+// recShift is one entry of ReplayRecorder.shifts.
+type recShift struct{ in, by int64 }
 
 type recDev struct {
 	a        *allocator.Allocator
@@ -231,7 +249,38 @@ func (r *ReplayRecorder) Step(index int64, e *trace.Event) {
 	if e != nil && e.TimeUS != 0 {
 		r.lastTime = e.TimeUS
 	}
+	// What input index begins here is recorded from r.events: the
+	// events of this input (its decisions first) are still held.
+	if by := r.events - index; len(r.shifts) == 0 || r.shifts[len(r.shifts)-1].by != by {
+		r.shifts = append(r.shifts, recShift{in: index, by: by})
+	}
+	r.stepped = index + 1
 	r.flush()
+}
+
+// annotations returns the input's annotations with their Event moved to
+// the recording's: an annotation before input event N comes before the
+// recording's events for that input. One after the last input stepped
+// (at the input's end, or past where the replay stopped) comes after the
+// recording's last event.
+func (r *ReplayRecorder) annotations() []trace.Annotation {
+	src := trace.AnnotationsOf(r.src)
+	if len(src) == 0 {
+		return nil
+	}
+	out := make([]trace.Annotation, len(src))
+	for i, a := range src {
+		if a.Event >= r.stepped {
+			a.Event = r.events
+		} else {
+			k := sort.Search(len(r.shifts), func(k int) bool { return r.shifts[k].in > a.Event }) - 1
+			if k >= 0 {
+				a.Event += r.shifts[k].by
+			}
+		}
+		out[i] = a
+	}
+	return out
 }
 
 // input implements inputRecorder.
@@ -343,8 +392,10 @@ func (r *ReplayRecorder) Finish() error {
 		}
 		r.final = append(r.final, r.segments(d)...)
 	}
+	ann := r.annotations()
 	if r.t != nil {
 		r.fillTrace(r.t)
+		r.t.Annotations = ann
 		return r.err
 	}
 	if r.pytorch {
@@ -352,7 +403,7 @@ func (r *ReplayRecorder) Finish() error {
 			r.fail(errors.New("replay recording: Finish after Close"))
 		}
 		if r.err == nil {
-			t := &trace.Trace{Stacks: r.stacks}
+			t := &trace.Trace{Stacks: r.stacks, Annotations: ann}
 			r.fillTrace(t)
 			if err := r.spool.WriteSnapshot(r.w, t); err != nil {
 				r.fail(err)
@@ -368,6 +419,11 @@ func (r *ReplayRecorder) Finish() error {
 	}
 	if r.nw == nil {
 		return r.err
+	}
+	if r.err == nil {
+		if err := r.nw.WriteAnnotations(ann); err != nil {
+			r.fail(err)
+		}
 	}
 	if r.err == nil {
 		if err := r.nw.SetFinal(r.final); err != nil {
@@ -556,6 +612,15 @@ func (m multiRecorder) Marker(device int32, index int64, e *trace.Event) {
 	for _, r := range m {
 		if mr, ok := r.(MarkerRecorder); ok {
 			mr.Marker(device, index, e)
+		}
+	}
+}
+
+// Annotations passes the annotations to the recorders that want them.
+func (m multiRecorder) Annotations(ann []trace.Annotation) {
+	for _, r := range m {
+		if ar, ok := r.(AnnotationRecorder); ok {
+			ar.Annotations(ann)
 		}
 	}
 }
