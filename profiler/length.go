@@ -10,7 +10,7 @@ package profiler
 // one's fragmentation enters the profile's maxima. A replay that runs
 // while its snapshot is still imported (sim/replay's speculative replay)
 // does not know n, only bounds on it that narrow as the import goes on
-// (Options.EventBounds: sim/replay.EventBounds), and n once the import is
+// (Options.EventBounds: sim/replay/speculate.EventBounds), and n once the import is
 // over, when the replay is nearly done. It gets the same timeline this way:
 //
 //   - while n is not known, it takes a fine sample wherever the timeline

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 )
 
 // replayOnTerminal runs replay with stderr on a terminal and returns what
@@ -38,13 +38,13 @@ func TestSpeculativeReplayProgress(t *testing.T) {
 		require.Zero(t, code, stderr)
 		var drawn [2][][]string
 		for k, on := range []bool{false, true} {
-			speculate(t, on)
+			speculateAll(t, on)
 			d := replayOnTerminal(t, "--format", "json", snap)
 			require.True(t, bytes.HasSuffix([]byte(d), []byte("\r\x1b[K")), "the line is cleared at the end: %q", d)
 			drawn[k] = lines.FindAllStringSubmatch(d, -1)
 			require.NotEmpty(t, drawn[k], "%q", d)
 			if on && conf == "" {
-				require.Equal(t, replay.Confirmed, lastSpeculation)
+				require.Equal(t, speculate.Confirmed, lastSpeculation)
 			}
 		}
 		require.NotEmpty(t, drawn[0][0][3], "the total, replayed after the import")

@@ -8,19 +8,19 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 	"github.com/memreplay/memreplay/trace"
 )
 
-// speculate makes replay.OpenReplay speculate on every snapshot (on) or
+// speculateAll makes speculate.OpenReplay speculate on every snapshot (on) or
 // on none.
-func speculate(t *testing.T, on bool) {
-	old, oldProcs := replay.SpeculateMinBytes, replay.SpeculateMinProcs
-	replay.SpeculateMinBytes, replay.SpeculateMinProcs = math.MaxInt64, 1
+func speculateAll(t *testing.T, on bool) {
+	old, oldProcs := speculate.MinBytes, speculate.MinProcs
+	speculate.MinBytes, speculate.MinProcs = math.MaxInt64, 1
 	if on {
-		replay.SpeculateMinBytes = 0
+		speculate.MinBytes = 0
 	}
-	t.Cleanup(func() { replay.SpeculateMinBytes, replay.SpeculateMinProcs = old, oldProcs })
+	t.Cleanup(func() { speculate.MinBytes, speculate.MinProcs = old, oldProcs })
 }
 
 // The commands that replay a snapshot while it is imported write what
@@ -50,8 +50,8 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 	require.NoError(t, trace.WritePyTorchFile(annotated, tr))
 	for _, c := range []struct {
 		path string
-		want replay.Speculation
-	}{{fromStart, replay.Confirmed}, {annotated, replay.Confirmed}, {completeTrace, replay.Confirmed}, {other, replay.Discarded}, {partialTrace, replay.Discarded}} {
+		want speculate.Outcome
+	}{{fromStart, speculate.Confirmed}, {annotated, speculate.Confirmed}, {completeTrace, speculate.Confirmed}, {other, speculate.Discarded}, {partialTrace, speculate.Discarded}} {
 		for _, args := range [][]string{
 			{"replay", "--format", "json", c.path},
 			{"replay", c.path},
@@ -62,7 +62,7 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 		} {
 			var outs [2]string
 			for k, on := range []bool{false, true} {
-				speculate(t, on)
+				speculateAll(t, on)
 				a := append([]string(nil), args...)
 				page := filepath.Join(dir, "page.html")
 				if a[0] == "report" {
@@ -76,10 +76,10 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 					require.NoError(t, err)
 					outs[k] = string(b)
 				}
-				want := replay.NotSpeculated
+				want := speculate.NotSpeculated
 				switch {
 				case on && a[1] == "--alloc-conf" && c.path == other:
-					want = replay.Confirmed // its own settings replaced
+					want = speculate.Confirmed // its own settings replaced
 				case on && a[1] != "--lenient":
 					want = c.want
 				}

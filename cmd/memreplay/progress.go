@@ -9,7 +9,7 @@ import (
 	"github.com/mattn/go-isatty"
 
 	"github.com/memreplay/memreplay/profiler"
-	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 )
 
 // progress draws a one-line progress report on stderr while a long replay
@@ -44,9 +44,9 @@ func newProgress(w io.Writer, label string, total int64, enabled bool) *progress
 }
 
 // totalFrom makes the total the length bounds meet at, once they do
-// (replay.OpenReplay's speculative replay: until the import is over, the
+// (speculate.OpenReplay's speculative replay: until the import is over, the
 // events are drawn without a total).
-func (p *progress) totalFrom(bounds *replay.EventBounds) {
+func (p *progress) totalFrom(bounds *speculate.EventBounds) {
 	if p != nil && bounds != nil {
 		p.bounds = bounds
 	}

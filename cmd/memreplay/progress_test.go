@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 )
 
 // fakeBounds are length bounds a test narrows by hand.
@@ -43,7 +43,7 @@ func TestProgressTotalOnceTheBoundsMeet(t *testing.T) {
 	// A streamed trace replayed after its import: no total, no bounds (a
 	// nil *EventBounds kept as the interface would be called, and panic).
 	q := &progress{w: &w, label: "replaying y"}
-	q.totalFrom((*replay.EventBounds)(nil))
+	q.totalFrom((*speculate.EventBounds)(nil))
 	w.Reset()
 	q.update(5)
 	require.Contains(t, w.String(), "replaying y: 5 events (")

@@ -18,6 +18,7 @@ import (
 	"github.com/memreplay/memreplay/profiler/report"
 	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/sim/replay/realgpu"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 	"github.com/memreplay/memreplay/trace"
 )
 
@@ -351,17 +352,17 @@ func readMemoryStats(path string, dev int) (*replay.MemoryStats, error) {
 
 // replayOnce opens and replays one trace with the profiler attached. A
 // large snapshot pickle replayed on the simulated GPU is replayed while it
-// is imported (replay.OpenReplay); a recording or a real GPU wants the
+// is imported (speculate.OpenReplay); a recording or a real GPU wants the
 // replay once, after the import, and so does --lenient: a trace that
 // begins mid-run would be replayed to its end under the wrong guess
 // (its bad frees counted, not stopping it) before being replayed again.
 func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
 	if rf.record != "" || (rf.device != "" && rf.device != "sim") || rf.lenient {
-		lastSpeculation = replay.NotSpeculated
+		lastSpeculation = speculate.NotSpeculated
 		return replayAfterOpen(path, opts, rf, stderr)
 	}
 	label := replayLabel(path, opts, nil)
-	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
+	o, res, prof, how, err := speculate.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *speculate.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		pr := newProgress(stderr, label, total, rf.progress)
 		pr.totalFrom(bounds)
@@ -386,7 +387,7 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 
 // lastSpeculation is how the last replayOnce replayed its trace (for the
 // tests).
-var lastSpeculation replay.Speculation
+var lastSpeculation speculate.Outcome
 
 // replayLabel is the progress line's label.
 func replayLabel(path string, opts replay.Options, gpu *realgpu.Backend) string {
@@ -406,7 +407,7 @@ func replayLabel(path string, opts replay.Options, gpu *realgpu.Backend) string 
 // newProfiler is the profiler of a replay of r, total events long, or of
 // a length within bounds (when not nil: replayed while it is imported,
 // the length is known at the end).
-func newProfiler(r trace.Reader, total int64, bounds *replay.EventBounds, rf *replayFlags) *profiler.Profiler {
+func newProfiler(r trace.Reader, total int64, bounds *speculate.EventBounds, rf *replayFlags) *profiler.Profiler {
 	opts := profiler.Options{ExpectedEvents: total, MaxSamples: rf.samples, DetailEvents: rf.detail}
 	if bounds != nil {
 		opts.EventBounds = bounds

@@ -80,6 +80,7 @@ var Packages = map[string]Place{
 	"sim/replay":                     {Sim, 1},
 	"sim/workers":                    {Sim, 1},
 	"sim/replay/realgpu":             {Sim, 2},
+	"sim/replay/speculate":           {Sim, 2},
 	"sim/replay/internal/replaytest": {Sim, 2},
 	"sim/packing":                    {Sim, 2},
 	"sim/estimate":                   {Sim, 2},

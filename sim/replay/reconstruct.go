@@ -109,26 +109,38 @@ func reconstructWalk(t *whole, cfg config.Config, policy allocator.Policy) (*Rec
 		}
 		return nil, oomWalk{}, false
 	}
-	r := newReconWalk()
+	r := NewWalk()
 	t.each(r.Event)
 	return r.finish(t, cfg, policy), r.implied(), true
 }
 
-// reconWalk is the reconstruction's walk over the events; it is a
+// Walk is the reconstruction's walk over the events; it is a
 // trace.EventObserver, so that it can walk a snapshot while it is
-// imported (OpenPrepared).
-type reconWalk struct {
+// imported (OpenPrepared, OpenPreparedWalk).
+type Walk struct {
 	devs    map[int32]*devWalk
 	w       *devWalk
 	lastDev int32
 	ooms    []oomAt
 }
 
-func newReconWalk() *reconWalk { return &reconWalk{devs: map[int32]*devWalk{}} }
+// NewWalk returns a walk that has seen no event.
+func NewWalk() *Walk { return &Walk{devs: map[int32]*devWalk{}} }
+
+// FromStart says whether the events walked so far fit a trace recorded
+// from its start: no oom (a capacity it may imply) and, on the device of
+// the latest event, no block or segment from before the first event. A
+// caller that asks after every event (the speculative replay, which gives
+// its guess up as soon as this is false) therefore learns of such a block
+// at the event that shows it, on any device.
+func (r *Walk) FromStart() bool {
+	w := r.w
+	return len(r.ooms) == 0 && (w == nil || len(w.preLive) == 0 && len(w.pre) == 0)
+}
 
 // implied is what impliedFrom needs of the walk: the ooms, and each
 // device's peak of reserved bytes.
-func (r *reconWalk) implied() oomWalk {
+func (r *Walk) implied() oomWalk {
 	peaks := make(map[int32]int64, len(r.devs))
 	for d, w := range r.devs {
 		peaks[d] = w.peak
@@ -137,9 +149,9 @@ func (r *reconWalk) implied() oomWalk {
 }
 
 // Restart forgets the events seen (trace.EventObserver).
-func (r *reconWalk) Restart() { *r = *newReconWalk() }
+func (r *Walk) Restart() { *r = *NewWalk() }
 
-func (r *reconWalk) walk(d int32) *devWalk {
+func (r *Walk) walk(d int32) *devWalk {
 	w := r.devs[d]
 	if w == nil {
 		w = &devWalk{created: map[uint64]bool{}, pre: map[uint64]*trace.Segment{},
@@ -150,7 +162,7 @@ func (r *reconWalk) walk(d int32) *devWalk {
 }
 
 // Event walks one event (trace.EventObserver).
-func (r *reconWalk) Event(i int64, e *trace.Event) {
+func (r *Walk) Event(i int64, e *trace.Event) {
 	if r.w == nil || e.Device != r.lastDev {
 		r.w, r.lastDev = r.walk(e.Device), e.Device
 	}
@@ -201,7 +213,7 @@ func (r *reconWalk) Event(i int64, e *trace.Event) {
 
 // finish adds what the final segments say and lays out the initial
 // state, once every event was walked.
-func (r *reconWalk) finish(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
+func (r *Walk) finish(t *whole, cfg config.Config, policy allocator.Policy) *Reconstruction {
 	if policy == nil {
 		policy = allocator.PyTorch{}
 	}
@@ -659,12 +671,14 @@ func PreparePacked(p *trace.Packed) (*Reconstruction, error) { return prepare(pa
 // than after; the observers in also, if any, are given them there too
 // (only for a snapshot pickle: o.Packed is then set).
 func OpenPrepared(path string, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
-	return openPrepared(path, newReconWalk(), also...)
+	return OpenPreparedWalk(path, NewWalk(), also...)
 }
 
-// openPrepared is OpenPrepared with the walk, which the observers in also
-// are given each event after (the speculative replay watches it).
-func openPrepared(path string, walk *reconWalk, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
+// OpenPreparedWalk is OpenPrepared with the walk (new, from NewWalk),
+// which the observers in also are given each event after: the speculative
+// replay (sim/replay/speculate) asks it whether the trace still reads as
+// recorded from its start.
+func OpenPreparedWalk(path string, walk *Walk, also ...trace.EventObserver) (*trace.Opened, *Reconstruction, error) {
 	var obs trace.EventObserver = walk
 	if len(also) > 0 {
 		obs = observers(append([]trace.EventObserver{walk}, also...))

@@ -8,30 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 	"github.com/memreplay/memreplay/trace"
 )
 
-// recordPyTorch replays tr (prepared) with opts and a recorder that spools
-// the PyTorch snapshot in a directory of its own, and returns the bytes.
-func recordPyTorch(t *testing.T, tr *trace.Trace, opts replay.Options) []byte {
-	t.Helper()
-	_, err := replay.Prepare(tr)
-	require.NoError(t, err)
-	dir := t.TempDir()
-	var buf bytes.Buffer
-	r := tr.NewReader()
-	rr, err := replay.NewReplayRecorderPyTorch(&buf, dir, r, replay.ReplayRecordOptions{Name: "test"})
-	require.NoError(t, err)
-	opts.Recorder = rr
-	_, err = replay.Run(r, opts)
-	require.NoError(t, err)
-	require.NoError(t, rr.Finish())
-	require.Nil(t, rr.Trace())
-	entries, err := os.ReadDir(dir)
-	require.NoError(t, err)
-	require.Empty(t, entries, "no spool file left")
-	return buf.Bytes()
-}
+// recordPyTorch is replaytest.RecordPyTorch (the speculative replay's
+// tests record snapshots the same way).
+var recordPyTorch = replaytest.RecordPyTorch
 
 // The snapshot spooled as the replay goes is, byte for byte, the pickle of
 // the recording kept in memory: a trial trace under another setting (no

@@ -3,7 +3,6 @@ package replay_test
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -13,6 +12,7 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/sim/gpu"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
 	"github.com/memreplay/memreplay/trace"
 )
 
@@ -20,15 +20,7 @@ const trialTraces = "../../traces/trial"
 
 // trialTrace reads a generated trial trace from traces/trial.
 func trialTrace(t *testing.T, name string) *trace.Trace {
-	t.Helper()
-	f, err := os.Open(filepath.Join(trialTraces, name))
-	require.NoError(t, err)
-	defer f.Close()
-	r, err := trace.NewNativeReader(f, name)
-	require.NoError(t, err)
-	tr, err := trace.ReadAll(r)
-	require.NoError(t, err)
-	return tr
+	return replaytest.TrialTrace(t, filepath.Join(trialTraces, name))
 }
 
 // recordReplay replays tr (prepared) with opts and a ReplayRecorder, and

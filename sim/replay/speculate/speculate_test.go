@@ -1,4 +1,4 @@
-package replay_test
+package speculate_test
 
 import (
 	"encoding/binary"
@@ -13,17 +13,28 @@ import (
 	"github.com/memreplay/memreplay/allocator/config"
 	"github.com/memreplay/memreplay/profiler"
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/sim/replay/internal/replaytest"
+	"github.com/memreplay/memreplay/sim/replay/speculate"
 	"github.com/memreplay/memreplay/trace"
+)
+
+// The traces the tests replay: generated trials, the project's copies of
+// real snapshots, and the real snapshots beside the checkout (skipped
+// where absent).
+const (
+	trialTraces  = "../../../traces/trial"
+	ownTraces    = "../../../traces/pytorch"
+	sharedTraces = "../../../../shared/traces/pytorch"
 )
 
 // speculateAll makes OpenReplay speculate on every snapshot (or on none).
 func speculateAll(t *testing.T, on bool) {
-	old, oldProcs := replay.SpeculateMinBytes, replay.SpeculateMinProcs
-	replay.SpeculateMinBytes, replay.SpeculateMinProcs = 0, 1
+	old, oldProcs := speculate.MinBytes, speculate.MinProcs
+	speculate.MinBytes, speculate.MinProcs = 0, 1
 	if !on {
-		replay.SpeculateMinBytes = math.MaxInt64
+		speculate.MinBytes = math.MaxInt64
 	}
-	t.Cleanup(func() { replay.SpeculateMinBytes, replay.SpeculateMinProcs = old, oldProcs })
+	t.Cleanup(func() { speculate.MinBytes, speculate.MinProcs = old, oldProcs })
 }
 
 // overlapRun is what the tests compare of one OpenReplay: the result, the
@@ -33,15 +44,15 @@ type overlapRun struct {
 	prof    *profiler.Profile
 	header  trace.Header
 	stacks  int
-	how     replay.Speculation
+	how     speculate.Outcome
 	openErr error
 	runErr  error
 }
 
-func openReplay(t *testing.T, path string, opts replay.Options, speculate bool) overlapRun {
+func openReplay(t *testing.T, path string, opts replay.Options, spec bool) overlapRun {
 	t.Helper()
-	speculateAll(t, speculate)
-	o, res, prof, how, err := replay.OpenReplay(path, opts, func(r trace.Reader, n int64, bounds *replay.EventBounds) (*replay.Result, *profiler.Profiler, error) {
+	speculateAll(t, spec)
+	o, res, prof, how, err := speculate.OpenReplay(path, opts, func(r trace.Reader, n int64, bounds *speculate.EventBounds) (*replay.Result, *profiler.Profiler, error) {
 		opts := opts
 		po := profiler.Options{ExpectedEvents: n, MaxSamples: 300}
 		if bounds != nil {
@@ -66,10 +77,10 @@ func openReplay(t *testing.T, path string, opts replay.Options, speculate bool) 
 
 // requireSameReplay runs path with and without speculation and requires
 // the same outcome; it returns how the speculating run went.
-func requireSameReplay(t *testing.T, path string, opts replay.Options) replay.Speculation {
+func requireSameReplay(t *testing.T, path string, opts replay.Options) speculate.Outcome {
 	t.Helper()
 	want := openReplay(t, path, opts, false)
-	require.Equal(t, replay.NotSpeculated, want.how)
+	require.Equal(t, speculate.NotSpeculated, want.how)
 	got := openReplay(t, path, opts, true)
 	require.Equal(t, want.openErr, got.openErr, path)
 	require.Equal(t, want.runErr, got.runErr, path)
@@ -85,7 +96,7 @@ func requireSameReplay(t *testing.T, path string, opts replay.Options) replay.Sp
 // state and the settings replayed under.
 func writeRecording(t *testing.T, name string, opts replay.Options) string {
 	t.Helper()
-	data := recordPyTorch(t, trialTrace(t, name), opts)
+	data := replaytest.RecordPyTorch(t, replaytest.TrialTrace(t, filepath.Join(trialTraces, name)), opts)
 	path := filepath.Join(t.TempDir(), "rec.pickle")
 	require.NoError(t, os.WriteFile(path, data, 0o644))
 	return path
@@ -99,11 +110,11 @@ func writeRecording(t *testing.T, name string, opts replay.Options) string {
 // import; with --check and under other settings (--alloc-conf) too.
 func TestOpenReplaySpeculationConfirmed(t *testing.T) {
 	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{})
-	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
-	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Check: true}))
+	require.Equal(t, speculate.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
+	require.Equal(t, speculate.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Check: true}))
 	es, err := config.Parse("expandable_segments:True")
 	require.NoError(t, err)
-	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &es}))
+	require.Equal(t, speculate.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &es}))
 }
 
 // A snapshot whose trace begins mid-run (the real ones: recorded after
@@ -126,7 +137,7 @@ func TestOpenReplaySpeculationDiscarded(t *testing.T) {
 		for _, opts := range []replay.Options{{Name: f, Lenient: true}, {Name: f, Check: true}} {
 			how := requireSameReplay(t, f, opts)
 			if rec != nil {
-				require.Equal(t, replay.Discarded, how, f)
+				require.Equal(t, speculate.Discarded, how, f)
 				discarded++
 			}
 		}
@@ -136,11 +147,11 @@ func TestOpenReplaySpeculationDiscarded(t *testing.T) {
 	es, err := config.Parse("expandable_segments:True")
 	require.NoError(t, err)
 	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{Config: &es})
-	require.Equal(t, replay.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
+	require.Equal(t, speculate.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
 	// Its settings do not matter when the options replace them.
 	ms, err := config.Parse("max_split_size_mb:64")
 	require.NoError(t, err)
-	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &ms}))
+	require.Equal(t, speculate.Confirmed, requireSameReplay(t, path, replay.Options{Name: path, Config: &ms}))
 }
 
 // A snapshot whose length is not within the bounds the import's progress
@@ -150,7 +161,7 @@ func TestOpenReplaySpeculationDiscarded(t *testing.T) {
 // length. The same snapshot without the string keeps it.
 func TestOpenReplaySpeculationOutsideBounds(t *testing.T) {
 	path := writeRecording(t, "bert-base_b16_s128_fp16.mrt", replay.Options{})
-	require.Equal(t, replay.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
+	require.Equal(t, speculate.Confirmed, requireSameReplay(t, path, replay.Options{Name: path}))
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	require.Equal(t, byte('.'), data[len(data)-1]) // STOP, the root dict alone on the stack
@@ -166,7 +177,7 @@ func TestOpenReplaySpeculationOutsideBounds(t *testing.T) {
 	padded = append(padded, 's', '.')
 	path = filepath.Join(t.TempDir(), "padded.pickle")
 	require.NoError(t, os.WriteFile(path, padded, 0o644))
-	require.Equal(t, replay.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
+	require.Equal(t, speculate.Discarded, requireSameReplay(t, path, replay.Options{Name: path}))
 }
 
 // Bad input is the import's error, as without speculation; a file that

@@ -1,8 +1,8 @@
-package replay
+package speculate
 
 // Bounds on a snapshot's number of events while it is imported.
 //
-// The speculative replay (overlap.go) starts before the import knows how
+// The speculative replay (speculate.go) starts before the import knows how
 // many events the snapshot holds, and its profiler needs bounds on that
 // number (profiler/length.go: it samples wherever a length within them
 // would, so the fewer lengths they allow, the fewer samples it takes that

@@ -1,4 +1,4 @@
-package replay
+package speculate
 
 import (
 	"io"

@@ -1,4 +1,7 @@
-package replay
+// Package speculate replays a snapshot pickle while it is imported, on
+// the guess that it was recorded from its start with PyTorch's default
+// settings, and keeps that replay when the import confirms the guess.
+package speculate
 
 // Replaying a snapshot while it is imported: the speculative replay.
 //
@@ -13,7 +16,8 @@ package replay
 // was recorded from the start:
 //
 //   - the events reach the speculative replay as the import makes them
-//     (an EventObserver beside the reconstruction's walk, OpenPrepared),
+//     (an EventObserver beside the reconstruction's walk,
+//     replay.OpenPreparedWalk),
 //     in batches; the import is held back only when the replay falls a
 //     long way behind (specMaxBuffered);
 //   - it starts at once. The profiler spaces its timeline by the number
@@ -70,27 +74,28 @@ import (
 	"unsafe"
 
 	"github.com/memreplay/memreplay/allocator/config"
+	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
 
-// SpeculateMinBytes is the size from which a snapshot is replayed while
+// MinBytes is the size from which a snapshot is replayed while
 // it is imported: below it the import is short, and a guess found wrong
 // at the end (other settings) would cost a replay more than the overlap
 // saves (a variable for the tests).
-var SpeculateMinBytes int64 = 64 << 20
+var MinBytes int64 = 64 << 20
 
-// SpeculateMinProcs is the parallelism (GOMAXPROCS) from which OpenReplay
+// MinProcs is the parallelism (GOMAXPROCS) from which OpenReplay
 // speculates: on one core the speculative replay only takes turns with
 // the import, and adds the hand-over (a variable for the tests).
-var SpeculateMinProcs = 2
+var MinProcs = 2
 
-// Speculation says how OpenReplay replayed a trace.
-type Speculation int
+// Outcome says how OpenReplay replayed a trace.
+type Outcome int
 
 const (
 	// NotSpeculated: replayed after the import (not a snapshot pickle,
 	// or a small one).
-	NotSpeculated Speculation = iota
+	NotSpeculated Outcome = iota
 	// Confirmed: the replay beside the import was the replay.
 	Confirmed
 	// Discarded: the replay beside the import guessed wrong (found
@@ -105,19 +110,19 @@ const (
 // goroutine, with events 0 and bounds on the number of events that narrow
 // while it runs (for profiler.Options.EventBounds; nil otherwise); what it
 // keeps must not read r.Stacks() until OpenReplay has returned.
-type ReplayFunc[T any] func(r trace.Reader, events int64, bounds *EventBounds) (*Result, T, error)
+type ReplayFunc[T any] func(r trace.Reader, events int64, bounds *EventBounds) (*replay.Result, T, error)
 
-// OpenReplay opens path as OpenPrepared does and replays it with run,
+// OpenReplay opens path as replay.OpenPrepared does and replays it with run,
 // which replays with opts (OpenReplay reads only whether opts.Config
 // replaces the trace's settings). A snapshot pickle of at least
-// SpeculateMinBytes is replayed while it is imported (see the file
+// MinBytes is replayed while it is imported (see the file
 // comment); the result is the same either way. o is nil when the file
 // could not be opened (err is then the open's); otherwise the caller
 // closes o, and err is run's.
-func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.Opened, res *Result, out T, how Speculation, err error) {
+func OpenReplay[T any](path string, opts replay.Options, run ReplayFunc[T]) (o *trace.Opened, res *replay.Result, out T, how Outcome, err error) {
 	size, ok := speculable(path)
 	if !ok {
-		o, _, err = OpenPrepared(path)
+		o, _, err = replay.OpenPrepared(path)
 		if err != nil {
 			return nil, nil, out, NotSpeculated, err
 		}
@@ -126,7 +131,7 @@ func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.O
 	}
 	feed := newSpecFeed(size)
 	type specRun struct {
-		res *Result
+		res *replay.Result
 		out T
 		err error
 	}
@@ -139,7 +144,7 @@ func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.O
 		feed.stop()
 		done <- specRun{res: res, out: out, err: err}
 	}()
-	o, _, err = openPrepared(path, feed.walk, feed)
+	o, _, err = replay.OpenPreparedWalk(path, feed.walk, feed)
 	feed.finish(o, err)
 	sp := <-done
 	if err != nil {
@@ -159,14 +164,14 @@ func OpenReplay[T any](path string, opts Options, run ReplayFunc[T]) (o *trace.O
 // speculable says whether path is a snapshot pickle large enough to
 // replay while it is imported, and its size.
 func speculable(path string) (int64, bool) {
-	if runtime.GOMAXPROCS(0) < SpeculateMinProcs {
+	if runtime.GOMAXPROCS(0) < MinProcs {
 		return 0, false
 	}
 	// Stat before opening: opening a FIFO to look at it would take its
 	// writer's bytes, or leave it writing to no one and the real open
 	// waiting for a writer that has gone.
 	fi, err := os.Stat(path)
-	if err != nil || !fi.Mode().IsRegular() || fi.Size() < SpeculateMinBytes {
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < MinBytes {
 		return 0, false
 	}
 	f, err := os.Open(path)
@@ -200,14 +205,14 @@ func openedEvents(o *trace.Opened) int64 {
 // replay reads it (Run, setup and finish: the source, the settings, the
 // devices; the notes only when an initial state was reconstructed).
 func guessHeader(path string) trace.Header {
-	return trace.Header{Source: SourcePyTorch, SourceFile: path, AllocatorSettings: config.Default().AllocatorSettings()}
+	return trace.Header{Source: replay.SourcePyTorch, SourceFile: path, AllocatorSettings: config.Default().AllocatorSettings()}
 }
 
 // confirmed says whether the speculative replay, under h0 with no
 // initial state and the length bounds gave it, was the replay of the
 // trace o holds once imported and prepared; override says the replay's
 // settings were the options', not the trace's.
-func confirmed(o *trace.Opened, h0 trace.Header, override bool, bounds *EventBounds, res *Result, err error) bool {
+func confirmed(o *trace.Opened, h0 trace.Header, override bool, bounds *EventBounds, res *replay.Result, err error) bool {
 	p := o.Packed
 	if p == nil || p.Initial != nil || p.InitialReconstructed {
 		return false
@@ -257,7 +262,7 @@ func confirmed(o *trace.Opened, h0 trace.Header, override bool, bounds *EventBou
 
 // errSpecAborted ends a speculative replay whose import started over or
 // failed: its events are not the trace's.
-var errSpecAborted = errors.New("replay: speculative replay aborted")
+var errSpecAborted = errors.New("speculate: speculative replay aborted")
 
 // specSegment is how many events the feed packs into one segment before
 // the reader may take it.
@@ -283,7 +288,7 @@ type specFeed struct {
 	// feed: once it finds a block or segment from before the trace, or
 	// an oom (a capacity it may imply), the guess is wrong, and the
 	// speculation is given up at once (wrong, below).
-	walk *reconWalk
+	walk *replay.Walk
 	cur  *trace.EventLog // being filled (the import's side only)
 	raw  []trace.Event   // likewise, once reading
 	// reading is set by the reader's first take: from the next event on,
@@ -309,7 +314,7 @@ type specFeed struct {
 }
 
 func newSpecFeed(size int64) *specFeed {
-	f := &specFeed{walk: newReconWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{}),
+	f := &specFeed{walk: replay.NewWalk(), cur: &trace.EventLog{}, aborted: make(chan struct{}),
 		bounds: newEventBounds(), size: size}
 	f.cond = sync.NewCond(&f.mu)
 	return f
@@ -333,7 +338,7 @@ func (f *specFeed) Event(_ int64, e *trace.Event) {
 	if f.gone.Load() {
 		return
 	}
-	if w := f.walk.w; w != nil && (len(w.preLive) > 0 || len(w.pre) > 0) || len(f.walk.ooms) > 0 {
+	if !f.walk.FromStart() {
 		f.abort()
 		return
 	}

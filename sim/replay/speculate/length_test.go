@@ -1,4 +1,4 @@
-package replay
+package speculate
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/memreplay/memreplay/sim/replay"
 	"github.com/memreplay/memreplay/trace"
 )
 
@@ -123,7 +124,7 @@ func TestSpecFeedBounds(t *testing.T) {
 	require.False(t, f.wasAborted())
 	lo, hi = f.bounds.Bounds()
 	require.Equal(t, [2]int64{100_000, 100_000}, [2]int64{lo, hi})
-	require.True(t, confirmed(o, trace.Header{}, true, f.bounds, &Result{}, nil))
+	require.True(t, confirmed(o, trace.Header{}, true, f.bounds, &replay.Result{}, nil))
 
 	// A count the bounds did not allow (the entries were not what the
 	// bytes said).
@@ -132,7 +133,7 @@ func TestSpecFeedBounds(t *testing.T) {
 	require.True(t, f.wasAborted())
 	lo, hi = f.bounds.Bounds()
 	require.NotEqual(t, lo, hi)
-	require.False(t, confirmed(opened(90_000), trace.Header{}, true, f.bounds, &Result{}, nil))
+	require.False(t, confirmed(opened(90_000), trace.Header{}, true, f.bounds, &replay.Result{}, nil))
 
 	// Crossed bounds: more entries than the estimate allowed (the file's
 	// last bytes said to be entries of a few thousand at most).
