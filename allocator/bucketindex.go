@@ -147,11 +147,12 @@ func fullBefore(l *leaf, i int) *bucket {
 	return nil
 }
 
-// first is the first non-empty bucket whose key is not below k, or nil.
+// first is the lowest block of the first non-empty bucket whose key is
+// not below k (best fit's answer from the buckets), or nil.
 // Where the search for k ended is remembered (seen); where that was
 // forgotten, a bucket of k itself, found in tab, is the place without a
 // search.
-func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
+func (x *bucketIndex) first(k bkey, tab *bucketTable) *Block {
 	if len(x.leaves) == 0 {
 		return nil
 	}
@@ -163,7 +164,10 @@ func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
 	if p.ver != ver || p.k != k || p.leaf == nil {
 		x.seenMiss(set, k, tab)
 	}
-	return fullFrom(p.leaf, int(p.slot))
+	if bk := fullFrom(p.leaf, int(p.slot)); bk != nil {
+		return bk.blocks[len(bk.blocks)-1].b
+	}
+	return nil
 }
 
 // seenSet is k's set in seen.
