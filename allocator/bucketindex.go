@@ -123,7 +123,9 @@ func fullFrom(l *leaf, i int) *bucket {
 	if l == nil {
 		return nil
 	}
-	if m := l.full >> uint(i) << uint(i); i < leafCap && m != 0 {
+	// The shifts are masked to the word (i < leafCap, the word's width),
+	// so the compiler does not add the cases of a shift by 64 or more.
+	if m := l.full >> uint(i&63) << uint(i&63); i < leafCap && m != 0 {
 		return l.vals[bits.TrailingZeros64(m)]
 	}
 	for l = l.next; l != nil; l = l.next {
