@@ -432,7 +432,28 @@ func (a *Allocator) Free(b *Block) error {
 	if err := a.checkLive(b); err != nil {
 		return err
 	}
-	err := a.free(b)
+	// DeviceCachingAllocator::free from here, written out rather than
+	// called, as malloc is in Malloc: a call on every free (issue 19).
+	pi := b.pool.statIdx
+	b.allocated = false
+	a.stats.Allocation.decrease(pi, 1)
+	a.stats.AllocatedBytes.decrease(pi, int64(b.size))
+	a.record(ActionFreeRequested, b.addr, b.requested, b.stream)
+	if b.size >= a.cfg.MaxSplitSize {
+		a.stats.OversizeAllocations.decrease(1)
+	}
+	if a.life != nil {
+		a.life.freed(a, b)
+	}
+	if a.plan != nil {
+		a.planFreed(b)
+	}
+	var err error
+	if b.streamUses != nil {
+		err = a.insertEvents(b)
+	} else {
+		err = a.freeBlock(b)
+	}
 	if a.check {
 		a.mustCheck()
 	}

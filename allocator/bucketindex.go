@@ -123,7 +123,9 @@ func fullFrom(l *leaf, i int) *bucket {
 	if l == nil {
 		return nil
 	}
-	if m := l.full >> uint(i) << uint(i); i < leafCap && m != 0 {
+	// The shifts are masked to the word (i < leafCap, the word's width),
+	// so the compiler does not add the cases of a shift by 64 or more.
+	if m := l.full >> uint(i&63) << uint(i&63); i < leafCap && m != 0 {
 		return l.vals[bits.TrailingZeros64(m)]
 	}
 	for l = l.next; l != nil; l = l.next {
@@ -147,11 +149,12 @@ func fullBefore(l *leaf, i int) *bucket {
 	return nil
 }
 
-// first is the first non-empty bucket whose key is not below k, or nil.
+// first is the lowest block of the first non-empty bucket whose key is
+// not below k (best fit's answer from the buckets), or nil.
 // Where the search for k ended is remembered (seen); where that was
 // forgotten, a bucket of k itself, found in tab, is the place without a
 // search.
-func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
+func (x *bucketIndex) first(k bkey, tab *bucketTable) *Block {
 	if len(x.leaves) == 0 {
 		return nil
 	}
@@ -163,7 +166,10 @@ func (x *bucketIndex) first(k bkey, tab *bucketTable) *bucket {
 	if p.ver != ver || p.k != k || p.leaf == nil {
 		x.seenMiss(set, k, tab)
 	}
-	return fullFrom(p.leaf, int(p.slot))
+	if bk := fullFrom(p.leaf, int(p.slot)); bk != nil {
+		return bk.blocks[len(bk.blocks)-1].b
+	}
+	return nil
 }
 
 // seenSet is k's set in seen.

@@ -97,6 +97,10 @@ func (a *Allocator) checkSegment(seg *segment, want *Stats, freeCount, unmappedC
 			return fmt.Errorf("block %#x: unmapped block in a cudaMalloc segment", b.addr)
 		case !b.mapped && (b.allocated || b.eventCount > 0):
 			return fmt.Errorf("block %#x: unmapped block in use", b.addr)
+		case b.streamUses != nil && (!b.allocated || len(*b.streamUses) == 0):
+			// active() relies on it: a block's uses of other streams are
+			// kept only while it is allocated (free turns them into events).
+			return fmt.Errorf("block %#x: %d uses of other streams kept, allocated %v", b.addr, len(*b.streamUses), b.allocated)
 		}
 		end = b.addr + b.size
 		blocks++

@@ -151,7 +151,7 @@ func (a *Allocator) mapBlock(b *Block, n uint64) (bool, error) {
 	}
 	a.tryMerge(b, b.prev)
 	a.tryMerge(b, b.next)
-	a.insertFree(b)
+	insertFree(b)
 
 	a.totalAllocated += size
 	a.stats.ReservedBytes.increase(p.statIdx, int64(size))
@@ -194,12 +194,12 @@ func (a *Allocator) unmapBlock(b *Block) error {
 	if before := addr - b.addr; before > 0 {
 		bf := a.newBlock(b.addr, before, b.stream, p, seg)
 		splice(bf, b.prev, b)
-		a.insertFree(bf)
+		insertFree(bf)
 	}
 	if after := b.addr + b.size - (addr + size); after > 0 {
 		af := a.newBlock(addr+size, after, b.stream, p, seg)
 		splice(af, b, b.next)
-		a.insertFree(af)
+		insertFree(af)
 	}
 	b.addr = addr
 	b.size = size

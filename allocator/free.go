@@ -2,29 +2,10 @@ package allocator
 
 import "sort"
 
-// free is DeviceCachingAllocator::free: the request. allocation and
-// allocated_bytes drop now; the block returns to its pool now, or after the
-// events of the streams that used it (2.6).
-func (a *Allocator) free(b *Block) error {
-	pi := b.pool.statIdx
-	b.allocated = false
-	a.stats.Allocation.decrease(pi, 1)
-	a.stats.AllocatedBytes.decrease(pi, int64(b.size))
-	a.record(ActionFreeRequested, b.addr, b.requested, b.stream)
-	if b.size >= a.cfg.MaxSplitSize {
-		a.stats.OversizeAllocations.decrease(1)
-	}
-	if a.life != nil {
-		a.life.freed(a, b)
-	}
-	if a.plan != nil {
-		a.planFreed(b)
-	}
-	if b.streamUses != nil {
-		return a.insertEvents(b)
-	}
-	return a.freeBlock(b)
-}
+// DeviceCachingAllocator::free (the request) is in Free (allocator.go),
+// written out there rather than called: allocation and allocated_bytes
+// drop now; the block returns to its pool now, or after the events of the
+// streams that used it (2.6).
 
 // freeBlock returns a block to its pool: merge with the previous neighbour,
 // then the next, insert, and settle active and inactive_split (free_block).
@@ -57,7 +38,7 @@ func (a *Allocator) freeBlock(b *Block) error {
 		netBlocks--
 		netBytes -= int64(a.merge(b, c))
 	}
-	a.insertFree(b)
+	insertFree(b)
 	if b.isSplit() {
 		netBlocks++
 		netBytes += int64(b.size)

@@ -203,7 +203,7 @@ func (a *Allocator) allocFoundBlock(p *params, b *Block, origSize uint64, split 
 		splice(b, rest.prev, rest)
 		rest.addr += p.size
 		rest.size -= p.size
-		a.insertFree(rest)
+		insertFree(rest)
 		if !expandable {
 			if alreadySplit {
 				st.InactiveSplitBytes.decrease(pi, int64(b.size))
@@ -231,10 +231,14 @@ func (a *Allocator) allocFoundBlock(p *params, b *Block, origSize uint64, split 
 }
 
 // insertFree puts b into its pool's free set and starts its GC age
-// (insert_into_blocks).
-func (a *Allocator) insertFree(b *Block) {
-	b.gcCountBase = b.pool.getFreeBlocksCallCount
-	b.pool.free.insert(b)
+// (insert_into_blocks). It inlines, so that a free or a split makes one
+// call to insert, not two (issue 19): a plain function, since it does not
+// use the allocator, and calling insertPlacing, which takes an empty hot
+// place too, since freeSet.insert's own test put it over the budget.
+func insertFree(b *Block) {
+	p := b.pool
+	b.gcCountBase = p.getFreeBlocksCallCount
+	p.free.insertPlacing(b)
 }
 
 // outOfMemory is malloc's last step: the oom trace entry, num_ooms and the

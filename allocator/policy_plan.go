@@ -409,7 +409,7 @@ func (ps *planState) makeArena(a *Allocator) error {
 	}
 	a.stats.NumDeviceAlloc++
 	a.record(ActionSegmentAlloc, addr, size, stream)
-	a.insertFree(b)
+	insertFree(b)
 	ps.seg = seg
 	return nil
 }
@@ -446,7 +446,7 @@ func (a *Allocator) placePlanned(s *planSlot, origSize uint64) *Block {
 		splice(front, f.prev, f)
 		f.size -= front.size
 		f.addr = addr
-		a.insertFree(front)
+		insertFree(front)
 	}
 	pp := params{size: s.size, allocSize: s.size, stream: s.stream, pool: p}
 	return a.allocFoundBlock(&pp, f, origSize, f.size > s.size)
@@ -477,7 +477,7 @@ func (ps *planState) abandon(a *Allocator) {
 		b.pool = &a.large
 		b.bucket = nil // a hint into the arena's free set, for live blocks too
 		if inFree {
-			a.insertFree(b)
+			insertFree(b)
 		}
 	}
 }

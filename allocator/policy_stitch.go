@@ -242,12 +242,12 @@ func (a *Allocator) lend(r pageRun, seg *segment) *Block {
 	if before := lo - b.addr; before > 0 {
 		bf := a.newBlock(b.addr, before, b.stream, b.pool, b.seg)
 		splice(bf, b.prev, b)
-		a.insertFree(bf)
+		insertFree(bf)
 	}
 	if after := b.addr + b.size - hi; after > 0 {
 		af := a.newBlock(hi, after, b.stream, b.pool, b.seg)
 		splice(af, b, b.next)
-		a.insertFree(af)
+		insertFree(af)
 	}
 	b.addr, b.size = lo, hi-lo
 	b.allocated = true
@@ -275,7 +275,7 @@ func (a *Allocator) unstitch(b *Block) error {
 		l.lentTo = nil
 		a.tryMerge(l, l.prev)
 		a.tryMerge(l, l.next)
-		a.insertFree(l)
+		insertFree(l)
 	}
 	a.stats.NumUnstitches++
 	a.stats.StitchedBytes.decrease(int64(seg.size))

@@ -149,7 +149,7 @@ func (a *Allocator) restoreSegment(s RestoreSegment, live []*Block) (uint64, []*
 		if b.allocated {
 			continue
 		}
-		a.insertFree(b)
+		insertFree(b)
 		if b.isSplit() {
 			st.InactiveSplit.increase(pi, 1)
 			st.InactiveSplitBytes.increase(pi, int64(b.size))
