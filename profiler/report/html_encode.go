@@ -639,6 +639,10 @@ func (e *dataEncoder) report(r *jsonReport) {
 		e.raw(`,"markers":`)
 		list(e, r.Markers, (*dataEncoder).marker)
 	}
+	if r.MarkersDropped != 0 {
+		e.raw(`,"markers_dropped":`)
+		e.i64(r.MarkersDropped)
+	}
 	e.raw(`,"reconstructed":`)
 	e.reconstruction(r.Reconstructed)
 	e.raw(`,"top_sites":`)

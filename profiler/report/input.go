@@ -248,6 +248,9 @@ func notesFor(in *Input, capacityShown bool) []string {
 	if p := in.Profile; p != nil && p.OOMsDropped > 0 {
 		out = append(out, fmt.Sprintf("%d OOMs beyond the first %d not profiled", p.OOMsDropped, len(p.OOMs)))
 	}
+	if p := in.Profile; p != nil && p.MarkersDropped > 0 {
+		out = append(out, fmt.Sprintf("%d record_function annotations beyond the first %d not shown", p.MarkersDropped, len(p.Markers)))
+	}
 	out = append(out, in.Trace.Notes...)
 	// The header and the reconstruction may say the same thing.
 	seen := map[string]bool{}

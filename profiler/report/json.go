@@ -33,7 +33,8 @@ type jsonReport struct {
 	StatsCheck     *jsonStatsCheck     `json:"stats_check,omitempty"`
 	OOMs           []jsonOOM           `json:"ooms"`
 	Retries        []profiler.Retry    `json:"retries"`
-	Markers        []profiler.Marker   `json:"markers,omitempty"` // the trace's record_function annotations (none: left out)
+	Markers        []profiler.Marker   `json:"markers,omitempty"`         // the trace's record_function annotations (none: left out)
+	MarkersDropped int64               `json:"markers_dropped,omitempty"` // annotations beyond those listed (none: left out)
 	Reconstructed  *jsonReconstruction `json:"reconstructed"`
 	TopSites       []jsonSite          `json:"top_sites"`
 	TopStranding   []jsonSite          `json:"top_stranding_sites"`
@@ -284,7 +285,7 @@ func buildJSON(in *Input) *jsonReport {
 		if prof.Retries != nil {
 			r.Retries = prof.Retries
 		}
-		r.Markers = prof.Markers
+		r.Markers, r.MarkersDropped = prof.Markers, prof.MarkersDropped
 	}
 	r.Fragmentation = fragmentationJSON(&f)
 	r.DeviceCalls = callsSummary(&f)

@@ -51,9 +51,36 @@ func TestReportAnnotationMarkers(t *testing.T) {
 	assert.Contains(t, page.String(), `"markers":[{"event":0,"device":0,"time_us":1772552953882198,"label":"Optimizer.zero_grad#AdamW.zero_grad","stage":"START"}`)
 	requireAsMarshal(t, d, "annotated")
 
+	// Beyond the cap: the JSON says how many were left out, and a note
+	// says it in words (the table, the page).
+	capped := *in
+	prof := *in.Profile
+	prof.Markers, prof.MarkersDropped = prof.Markers[:1], 1
+	capped.Profile = &prof
+	buf.Reset()
+	require.NoError(t, WriteJSON(&buf, &capped))
+	var cdoc struct {
+		Markers        []map[string]any `json:"markers"`
+		MarkersDropped int64            `json:"markers_dropped"`
+		Notes          []string         `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal(buf.Bytes(), &cdoc))
+	assert.Len(t, cdoc.Markers, 1)
+	assert.Equal(t, int64(1), cdoc.MarkersDropped)
+	assert.Contains(t, cdoc.Notes, "1 record_function annotations beyond the first 1 not shown")
+	assert.NotContains(t, bufString(t, in), `"markers_dropped"`)
+
 	plain := realInput(t, "../../traces/pytorch/cs336_silmont2000_mem_snapshot.pickle", nil)
 	assert.Empty(t, plain.Profile.Markers)
 	buf.Reset()
 	require.NoError(t, WriteJSON(&buf, plain))
 	assert.False(t, strings.Contains(buf.String(), `"markers"`))
+}
+
+// bufString is in's JSON report.
+func bufString(t *testing.T, in *Input) string {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, WriteJSON(&b, in))
+	return b.String()
 }
