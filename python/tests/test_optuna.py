@@ -462,6 +462,127 @@ class RecoveryStorageError(unittest.TestCase):
             self.assertEqual(json.load(f)["orphans"], [])
 
 
+def locked_error():
+    """What Optuna's RDBStorage raises on SQLite's SQLITE_BUSY: its
+    StorageInternalError, the sqlite3 error as its cause."""
+    import sqlite3
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database is locked")
+        except sqlite3.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    except optuna.exceptions.StorageInternalError as e:
+        return e
+
+
+class LockedOnce:
+    """A storage whose call `method` meets a locked database the first time
+    `when(args)` holds (SQLite's "database is locked", as a writer that
+    waited out the busy timeout sees it); nothing of that call is written."""
+
+    def __init__(self, inner, method, when):
+        self.inner, self.method, self.when, self.raised = inner, method, when, 0
+
+    def __getattr__(self, name):
+        fn = getattr(self.inner, name)
+        if name != self.method:
+            return fn
+
+        def call(*args, **kwargs):
+            if not self.raised and self.when(args):
+                self.raised += 1
+                raise locked_error()
+            return fn(*args, **kwargs)
+
+        return call
+
+
+class LockedDatabase(unittest.TestCase):
+    """SQLite's "database is locked" (one run of five SQLite workers in
+    twenty stopped on it at load 13, docs/optuna.md): memreplay's own
+    storage calls make it again, and the SQLite storage waits longer for a
+    lock than sqlite3's 5 s."""
+
+    def test_recovery_survives_a_locked_database(self):
+        """Failing the dead worker's trial meets a locked database once:
+        the call is made again, the dead trial fails and runs again once.
+        Before, the error went out of optimize and stopped the worker."""
+        need_optuna(self)
+        study, [dead], budget_file = dead_worker(1)
+        study._storage = LockedOnce(study._storage, "set_trial_state_values", lambda a: a[0] == dead._trial_id)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30, path=budget_file), need=lambda t: 1,
+                                             empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_int("x", 0, 1 << 30)), n_trials=2, callbacks=[cb])
+        self.assertEqual(study._storage.raised, 1)
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn("memreplay_worker_died", trials[0].user_attrs)
+        retries = [t for t in trials if t.user_attrs.get("memreplay_retry_of") == dead.number]
+        self.assertEqual([(t.number, t.params) for t in retries], [(1, dead.params)])
+        with open(budget_file) as f:
+            self.assertEqual(json.load(f)["orphans"], [])
+
+    def test_trial_attr_survives_a_locked_database(self):
+        """memreplay's figures in user_attrs: a locked database once, and
+        the trial completes with them (before, the trial failed and the
+        error stopped optimize)."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        study = optuna.create_study()
+        study._storage = LockedOnce(study._storage, "set_trial_user_attr", lambda a: a[1] == "memreplay_need_bytes")
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1 << 20, empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_float("x", 0, 1)), n_trials=2, callbacks=[cb])
+        self.assertEqual(study._storage.raised, 1)
+        self.assertEqual([(t.state, t.user_attrs["memreplay_need_bytes"]) for t in study.get_trials()],
+                         [(TrialState.COMPLETE, 1 << 20)] * 2)
+
+    def hold_lock(self, db, seconds):
+        """Another connection holds SQLite's exclusive lock on db for
+        seconds (a worker mid-commit, starved of CPU)."""
+        import sqlite3
+        import threading
+
+        con = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+        con.execute("BEGIN EXCLUSIVE")
+        t = threading.Timer(seconds, lambda: (con.execute("COMMIT"), con.close()))
+        t.start()
+        self.addCleanup(t.join)
+
+    def test_sqlite_waits_past_five_seconds(self):
+        """A lock held 6 s: past sqlite3's default 5 s busy timeout,
+        Optuna's own next call (ask) raised StorageInternalError out of
+        optimize; with the callback's busy timeout the trial waits and
+        runs."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        db = os.path.join(tempfile.mkdtemp(), "study.db")
+        study = optuna.create_study(storage="sqlite:///" + db)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1, empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_float("x", 0, 1))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.hold_lock(db, 6)
+        t0 = time.monotonic()
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.assertGreater(time.monotonic() - t0, 5, "the second trial waited for the lock")
+        self.assertEqual([t.state for t in study.get_trials()], [TrialState.COMPLETE] * 2)
+
+    def test_storage_with_its_own_timeout_is_kept(self):
+        """A storage made with connect_args' timeout keeps it: 0.5 s, and a
+        lock held 2 s stops Optuna's next call as that user asked."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        db = os.path.join(tempfile.mkdtemp(), "study.db")
+        storage = optuna.storages.RDBStorage("sqlite:///" + db, engine_kwargs={"connect_args": {"timeout": 0.5}})
+        study = optuna.create_study(storage=storage)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1, empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_float("x", 0, 1))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.hold_lock(db, 2)
+        with self.assertRaises(optuna.exceptions.StorageInternalError):
+            study.optimize(objective, n_trials=1, callbacks=[cb])
+
+
 class RetryInAskedTrial(unittest.TestCase):
     def test_enqueued_trial_keeps_its_parameters(self):
         """A dead worker's trial is run again by a trial Optuna asked for
