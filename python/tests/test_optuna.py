@@ -5,6 +5,7 @@ on SQLite with one killed mid-trial, and the diagnoses."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -140,13 +141,15 @@ class StickyRestart(unittest.TestCase):
         self.assertEqual(len(sticky), 1)
         self.assertEqual(sticky[0].state, TrialState.FAIL)
         self.assertIn("device-side assert", sticky[0].user_attrs["memreplay_sticky_error"])
-        # The other thread's trial died with the old image: failed and run
-        # again, never left running.
-        for t in trials:
-            if t.state == TrialState.FAIL and t is not sticky[0]:
-                self.assertIn("memreplay_worker_died", t.user_attrs)
-                self.assertEqual([r.state for r in trials if r.user_attrs.get("memreplay_retry_of") == t.number],
-                                 [TrialState.COMPLETE])
+        # The other thread's trial, waiting at the gate, died with the old
+        # image: failed, and run again once, with the x it had drawn, by a
+        # trial of the fresh image; never left running.
+        died = [t for t in trials if t.state == TrialState.FAIL and t is not sticky[0]]
+        self.assertEqual(len(died), 1, [(t.number, t.user_attrs) for t in died])
+        self.assertEqual(died[0].user_attrs["memreplay_worker_died"], f"pid {pid} on {socket.gethostname()}")
+        retry = [r for r in trials if r.user_attrs.get("memreplay_retry_of") == died[0].number]
+        self.assertEqual([(r.state, r.params) for r in retry], [(TrialState.COMPLETE, died[0].params)])
+        self.assertIn("x", died[0].params)
         with open(budget_file) as f:
             led = json.load(f)
         self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
