@@ -34,13 +34,14 @@ user_attrs written (bytes unless named otherwise):
 import gc
 import math
 import os
+import socket
 import sys
 import threading
 import time
 
 from .diagnose import diagnose, is_oom, is_sticky
 from .estimate import estimate
-from .gate import TrialTooLarge
+from .gate import MemoryGate, TrialTooLarge
 from .sizes import format_size
 
 __all__ = ["MemoryCallback", "default_stats"]
@@ -191,6 +192,7 @@ class MemoryCallback:
         # trial id -> (ledger key, thread): trials whose objective returned
         # and whose end Optuna records after the wrapper (see wrap).
         self._untold = {}
+        self._noted = set()  # (study, attr) of _note_ledger, written once
         self.failures_in_a_row = 0
 
     # --- inside the trial -------------------------------------------------
@@ -232,6 +234,7 @@ class MemoryCallback:
                     threading.Event().wait()
             try:
                 if reg is not None:
+                    self._note_ledger(trial)
                     self._forget_told(threading.get_ident())
                     self._recover(trial)
                 return self._admit_and_run(objective, trial)
@@ -327,27 +330,64 @@ class MemoryCallback:
         from optuna.trial import TrialState
 
         storage = trial.study._storage
-        while True:
-            o = self.gate.claim_orphan(trial.study.study_name)
-            if o is None:
-                return
-            done = False
-            try:
-                ft = _retry_locked(storage.get_trial, o["trial_id"])
-                if ft.state != TrialState.RUNNING:
-                    done = True  # finished meanwhile: nothing was lost
-                    continue
-                own = _retry_locked(storage.get_trial_system_attrs, trial._trial_id)
-                if own.get("fixed_params"):
-                    return  # an enqueued trial runs its own parameters; the next trial takes the orphan
-                done = self._become_retry(storage, trial, ft, own, o)
-                if done:
-                    return
-                done = True  # the dead trial finished meanwhile; this trial is free for the next orphan
-            finally:
-                self.gate.settle_orphan(o, done)
+        for gate, foreign in self._ledgers(trial):
+            while True:
+                try:
+                    o = gate.claim_orphan(trial.study.study_name, only_if_idle=foreign)
+                except (OSError, ValueError) as e:
+                    if not foreign:
+                        raise
+                    print(f"memreplay: {e}; its orphans are not run here", file=sys.stderr)
+                    break
+                if o is None:
+                    break
+                done = False
+                try:
+                    ft = _retry_locked(storage.get_trial, o["trial_id"])
+                    if ft.state != TrialState.RUNNING:
+                        done = True  # finished meanwhile: nothing was lost
+                        continue
+                    own = _retry_locked(storage.get_trial_system_attrs, trial._trial_id)
+                    if own.get("fixed_params"):
+                        return  # an enqueued trial runs its own parameters; the next trial takes the orphan
+                    done = self._become_retry(storage, trial, ft, own, o, gate.path if foreign else None)
+                    if done:
+                        return
+                    done = True  # the dead trial finished meanwhile; this trial is free for the next orphan
+                finally:
+                    gate.settle_orphan(o, done)
 
-    def _become_retry(self, storage, trial, ft, own, o):
+    _LEDGER_ATTR = "memreplay_budget_file:"
+
+    def _note_ledger(self, trial):
+        """Records this process's budget file in the study (a study system
+        attr per host and file, written once per process), so that a worker
+        on another budget file of this host finds its orphans (_ledgers)."""
+        study = trial.study
+        key = f"{self._LEDGER_ATTR}{socket.gethostname()}:{self.gate.path}"
+        with self._lock:
+            if (study.study_name, key) in self._noted:
+                return
+            self._noted.add((study.study_name, key))
+        _retry_locked(study._storage.set_study_system_attr, study._study_id, key, True)
+
+    def _ledgers(self, trial):
+        """The ledgers this trial may take an orphan from: this gate's
+        (foreign False), then the study's other budget files on this host
+        (foreign True), whose orphans are taken only while no live process
+        runs a trial of the study there (MemoryGate.claim_orphan's
+        only_if_idle): a retry stays on its GPU while a worker of that GPU
+        can run it, and is not lost when every one of them is gone."""
+        yield self.gate, False
+        study = trial.study
+        prefix = f"{self._LEDGER_ATTR}{socket.gethostname()}:"
+        attrs = _retry_locked(study._storage.get_study_system_attrs, study._study_id)
+        for key in sorted(attrs):
+            path = key[len(prefix):] if key.startswith(prefix) else None
+            if path and path != self.gate.path and os.path.exists(path):
+                yield MemoryGate(self.gate.budget, path=path, poll=self.gate.poll), True  # for its ledger only
+
+    def _become_retry(self, storage, trial, ft, own, o, foreign=None):
         """This trial takes over ft (RUNNING, its worker dead); False when
         ft turned out finished, and this trial is as it was. This trial is
         marked first and ft failed after: a worker killed in between
@@ -376,7 +416,8 @@ class MemoryCallback:
             if "grid_id" in own:
                 _retry_locked(storage.set_trial_system_attr, trial._trial_id, "grid_id", own["grid_id"])
             return False
-        print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and run again as trial {trial.number}",
+        where = f" (budget file {foreign}, where no worker runs trials now)" if foreign else ""
+        print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}){where} died; trial failed and run again as trial {trial.number}",
               file=sys.stderr)
         return True
 

@@ -382,6 +382,50 @@ class KilledBeforeTold(unittest.TestCase):
         self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
 
 
+class OtherBudgetFile(unittest.TestCase):
+    def test_orphan_of_a_gpu_without_workers_runs_on_another(self):
+        """Two GPUs of one host, two budget files. GPU 1's only worker dies
+        mid-trial (after its objective, before Optuna's tell). GPU 0's
+        worker leaves the orphan to GPU 1 while a live process runs a
+        trial of the study there, and takes it once none does: it fails
+        the dead trial and runs its parameters. Before, only workers of
+        the dead worker's budget file saw its orphans, and with none left
+        the trial stayed RUNNING for good."""
+        need_optuna(self)
+        need_cli(self)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        gpu0, gpu1, budget = os.path.join(tmp, "gpu0.budget"), os.path.join(tmp, "gpu1.budget"), 20 << 30
+        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", gpu1, str(budget), "1", "0.05", "1",
+                            "die-before-tell"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
+        [dead] = study.get_trials()
+        self.assertEqual(dead.state, TrialState.RUNNING)
+        # A live worker of GPU 1 (this process) in the middle of a trial.
+        live = memreplay.MemoryGate(budget, path=gpu1)
+        key = live.register_trial({"study": "told", "trial_id": -1})
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=gpu0), need=lambda t: 1 << 30,
+                                             empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_categorical("batch", [8, 16, 32]))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.assertEqual(study.get_trials()[0].state, TrialState.RUNNING, "GPU 1's live worker is left to retry it")
+        self.assertNotIn("memreplay_retry_of", study.get_trials()[1].user_attrs)
+        live.unregister_trial(key)  # now no process runs a trial on GPU 1
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn(f"pid {dead.user_attrs['pid']} ", trials[0].user_attrs["memreplay_worker_died"])
+        self.assertEqual(trials[2].user_attrs["memreplay_retry_of"], dead.number)
+        self.assertEqual(trials[2].system_attrs["fixed_params"], dead.params, "the retry runs what the dead trial drew")
+        self.assertEqual(trials[2].params["batch"], dead.params["batch"])
+        for path in (gpu0, gpu1):
+            with open(path) as f:
+                led = json.load(f)
+            self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []), path)
+
+
 # Registers trial ids (argv) of study "err" in the ledger and exits: a
 # worker that died with those trials running.
 DEAD_WORKER = """
