@@ -326,7 +326,10 @@ class MemoryCallback:
         suggest of a name in it returns the fixed value). The other
         orphans stay in the ledger, RUNNING in the storage, for the next
         trials to start; one whose recovery raised (a lost database
-        connection) stays too."""
+        connection) stays too. Orphans of this gate's budget file come
+        first; then those of the study's other budget files on this host
+        whose GPU has no live process running a trial of the study
+        (_ledgers), so that a GPU whose workers all died loses none."""
         from optuna.trial import TrialState
 
         storage = trial.study._storage
@@ -368,8 +371,9 @@ class MemoryCallback:
         with self._lock:
             if (study.study_name, key) in self._noted:
                 return
-            self._noted.add((study.study_name, key))
         _retry_locked(study._storage.set_study_system_attr, study._study_id, key, True)
+        with self._lock:
+            self._noted.add((study.study_name, key))
 
     def _ledgers(self, trial):
         """The ledgers this trial may take an orphan from: this gate's

@@ -55,11 +55,23 @@ class FakeGPUThreads(unittest.TestCase):
         fakegpu.empty_cache()
 
     low = 4
+    out_of_memory = None  # without the gate: set by the first OOM
 
     def objective(self, trial):
         batch = trial.suggest_int("batch", self.low, 4)
-        ptrs = [fakegpu.malloc(64 * MiB) for _ in range(batch)]
-        time.sleep(0.15)
+        try:
+            ptrs = [fakegpu.malloc(64 * MiB) for _ in range(batch)]
+        except RuntimeError:
+            if self.out_of_memory is not None:
+                self.out_of_memory.set()
+            raise
+        if self.out_of_memory is not None:
+            # Held until a third trial runs out beside the two that fit: a
+            # fixed 0.15 s let them miss each other at load 11 (the threads'
+            # asks took longer than the trials), and the test saw no OOM.
+            self.out_of_memory.wait(30)
+        else:
+            time.sleep(0.15)
         for p in ptrs:
             fakegpu.free(p, 64 * MiB)
         return batch
@@ -75,6 +87,9 @@ class FakeGPUThreads(unittest.TestCase):
         return study.get_trials()
 
     def test_without_gate_over_commits_and_is_diagnosed(self):
+        import threading
+
+        self.out_of_memory = threading.Event()
         cb = memreplay.optuna.MemoryCallback(stats=fakegpu.stats, empty_cache=fakegpu.empty_cache)
         trials = self.study(cb, low=4)
         oom = [t for t in trials if t.user_attrs.get("memreplay_oom")]
