@@ -1,8 +1,8 @@
 """A worker whose first trial corrupts its CUDA context on the fake driver
 (a device-side assert, sticky): with restart_on_sticky the callback
 replaces the process (os.execv, same pid) and the fresh one, with a fresh
-context, finishes the study. The other thread's trial, waiting at the
-gate when the process is replaced, dies with the old image; the fresh
+context, finishes the study. The other thread's trial, in the gate when
+the process is replaced, dies with the old image; the fresh
 image's next trial fails it and runs its parameters again (the gate's
 ledger, memreplay_retry_of). Usage: restart_worker.py STORAGE_URL MARKER
 BUDGET_FILE"""
@@ -11,6 +11,7 @@ import ctypes
 import json
 import os
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,6 +31,9 @@ optuna.logging.set_verbosity(optuna.logging.ERROR)
 study = optuna.create_study(study_name="restart", storage=url, load_if_exists=True)
 
 
+first_image = not os.path.exists(marker)  # the image before the exec
+
+
 def objective(trial):
     if not os.path.exists(marker):
         open(marker, "w").close()
@@ -42,14 +46,22 @@ def objective(trial):
         fc = ctypes.CDLL(os.environ["MEMREPLAY_LIBCUDA"])
         fc.fakecuda_sticky.argtypes = [ctypes.c_char_p, ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong]
         fc.fakecuda_sticky(b"", 710, 0, 0)  # CUDA_ERROR_ASSERT from the next driver call on
+    elif first_image:
+        # The other thread's trial, admitted once the sticky trial gave the
+        # gate back: it holds the gate here until the exec replaces the
+        # process. Its CUDA call would meet the corrupt context and fail it
+        # as sticky too, leaving nothing to recover (a race the exec won
+        # every time it was run, but a race).
+        threading.Event().wait()
     p = fakegpu.malloc(64 << 20)  # raises with the driver's message once the context is corrupt
     fakegpu.free(p, 64 << 20)
     return trial.suggest_float("x", 0, 1)
 
 
 # Each trial needs the whole budget: the second thread waits at the gate
-# when the first restarts the process, and its entry, left by the image
-# before the exec, must not block the fresh one.
+# while the first runs, then holds it when the first restarts the process;
+# its entries, left by the image before the exec, must not block the fresh
+# one.
 gate = memreplay.MemoryGate(64 << 20, path=budget_file, poll=0.01)
 
 
