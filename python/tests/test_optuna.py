@@ -156,8 +156,9 @@ class StickyRestart(unittest.TestCase):
         self.assertEqual(len(sticky), 1)
         self.assertEqual(sticky[0].state, TrialState.FAIL)
         self.assertIn("device-side assert", sticky[0].user_attrs["memreplay_sticky_error"])
-        # The other thread's trial, in the gate, died with the old image: failed, and run again once, with the x it had drawn, by a
-        # trial of the fresh image; never left running.
+        # The other thread's trial, in the gate, died with the old image:
+        # failed, and run again once, with the x it had drawn, by a trial
+        # of the fresh image; never left running.
         died = [t for t in trials if t.state == TrialState.FAIL and t is not sticky[0]]
         self.assertEqual(len(died), 1, [(t.number, t.user_attrs) for t in died])
         self.assertEqual(died[0].user_attrs["memreplay_worker_died"], f"pid {pid} on {socket.gethostname()}")
