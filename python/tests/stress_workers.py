@@ -5,8 +5,8 @@ apart) while holding the gate, each replaced at once, as a supervisor
 would. Per run it prints the surviving workers' exit codes, how many died
 of a double pop (Optuna 3.1's race on enqueued trials on SQLite,
 optuna/optuna#4621: "has already finished and can not be updated"), how
-many of SQLite's "database is locked" (a writer waited out the 5 s busy
-timeout), every other failure, and whether the study lost a trial: each
+many of SQLite's "database is locked" (a writer waited out the busy
+timeout; the calls that met it are printed), every other failure, and whether the study lost a trial: each
 trial failed for a killed worker (memreplay_worker_died) must have exactly
 one retry (memreplay_retry_of), completed or itself failed and retried;
 none left WAITING or RUNNING with a worker's pid.
@@ -20,6 +20,7 @@ after the kills, 180), STRESS_WIDEN_POP=1 runs each worker through
 slow_pop.py, which widens the race's window."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -40,6 +41,16 @@ wrap = [os.path.join(here, "slow_pop.py")] if os.environ.get("STRESS_WIDEN_POP")
 budget = int(os.environ.get("STRESS_BUDGET", 20 << 30))
 gap = float(os.environ.get("STRESS_GAP", "1.0"))
 tot = {"runs": 0, "double_pop_runs": 0, "double_pops": 0, "locked": 0, "other_fail_runs": 0, "lost_trial_runs": 0}
+def call_site(err):
+    """Where a worker met the locked database: the frames of its last
+    traceback in worker.py, memreplay and Optuna (not SQLAlchemy's)."""
+    last = err[err.rfind("Traceback (most recent call last)"):]
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', last)
+    keep = [f"{os.path.basename(f)}:{n} {fn}" for f, n, fn in frames
+            if "sqlalchemy" not in f and "contextlib" not in f and "runpy" not in f and "_convert_positional" not in f]
+    return " > ".join(keep[-6:])
+
+
 for r in range(runs):
     url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
     optuna.create_study(study_name="gate", storage=url, direction="maximize")
@@ -63,7 +74,7 @@ for r in range(runs):
             last = time.monotonic()
             procs.append(start())
         time.sleep(0.02)
-    codes, double, locked, other = [], 0, 0, []
+    codes, double, locked, other, other_sites = [], 0, 0, [], []
     end = time.monotonic() + float(os.environ.get("STRESS_WAIT", "180"))
     for p in procs:
         try:
@@ -80,6 +91,7 @@ for r in range(runs):
                 double += 1
             elif "database is locked" in err:
                 locked += 1
+                other_sites.append(call_site(err))
             else:
                 other.append(err[-600:])
     trials = optuna.load_study(study_name="gate", storage=url).get_trials()
@@ -102,4 +114,6 @@ for r in range(runs):
           f"bad {bad} running {running} waiting {waiting} load {open('/proc/loadavg').read().split()[0]}", flush=True)
     for o in other:
         print("  OTHER:", o.replace("\n", " | ")[-600:], flush=True)
+    for site in other_sites:
+        print("  LOCKED at:", site, flush=True)
 print("TOTAL", tot, flush=True)
