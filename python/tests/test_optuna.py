@@ -599,15 +599,23 @@ class LockedDatabase(unittest.TestCase):
         self.assertEqual([(t.state, t.user_attrs["memreplay_need_bytes"]) for t in study.get_trials()],
                          [(TrialState.COMPLETE, 1 << 20)] * 2)
 
-    def hold_lock(self, db, seconds):
-        """Another connection holds SQLite's exclusive lock on db for
-        seconds (a worker mid-commit, starved of CPU)."""
+    def hold_lock(self, db, seconds=None):
+        """Another connection holds SQLite's exclusive lock on db (a worker
+        mid-commit, starved of CPU) for seconds, or until the returned
+        function is called."""
         import sqlite3
         import threading
 
         con = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
         con.execute("BEGIN EXCLUSIVE")
-        t = threading.Timer(seconds, lambda: (con.execute("COMMIT"), con.close()))
+
+        def release():
+            con.execute("COMMIT")
+            con.close()
+
+        if seconds is None:
+            return release
+        t = threading.Timer(seconds, release)
         t.start()
         self.addCleanup(t.join)
 
@@ -631,7 +639,7 @@ class LockedDatabase(unittest.TestCase):
 
     def test_storage_with_its_own_timeout_is_kept(self):
         """A storage made with connect_args' timeout keeps it: 0.5 s, and a
-        lock held 2 s stops Optuna's next call as that user asked."""
+        lock held meanwhile stops Optuna's next call as that user asked."""
         need_optuna(self)
         optuna.logging.set_verbosity(optuna.logging.ERROR)
         db = os.path.join(tempfile.mkdtemp(), "study.db")
@@ -640,9 +648,12 @@ class LockedDatabase(unittest.TestCase):
         cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1, empty_cache=False)
         objective = cb.wrap(lambda t: t.suggest_float("x", 0, 1))
         study.optimize(objective, n_trials=1, callbacks=[cb])
-        self.hold_lock(db, 2)
-        with self.assertRaises(optuna.exceptions.StorageInternalError):
-            study.optimize(objective, n_trials=1, callbacks=[cb])
+        release = self.hold_lock(db)
+        try:
+            with self.assertRaises(optuna.exceptions.StorageInternalError):
+                study.optimize(objective, n_trials=1, callbacks=[cb])
+        finally:
+            release()
 
 
 class RetryInAskedTrial(unittest.TestCase):
