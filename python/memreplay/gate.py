@@ -301,19 +301,23 @@ class MemoryGate:
     def unregister_trial(self, key):
         self._transact(lambda led: led["trials"].pop(key, None))
 
-    def claim_orphan(self, study):
+    def claim_orphan(self, study, only_if_idle=False):
         """One registered trial of study whose process died, claimed by
         this process (a copy of its entry), or None. The orphan stays in
         the ledger, claimed, until settle_orphan: no other caller gets it
         meanwhile, and if this process dies or its storage fails before it
         settles, the orphan is handed out again (taking every orphan out
         at once, as this once did, lost the rest when recovering one of
-        them raised)."""
+        them raised). only_if_idle: None while a live process has a
+        trial of study registered here (a worker of another budget file
+        takes this file's orphans only when none of its own runs trials)."""
         pid, start = _me()
         claim = {"pid": pid, "start": start, "image": _IMAGE, "host": self._host}
 
         def take(led):
             self._reclaim(led)
+            if only_if_idle and any(e.get("study") == study for e in led["trials"].values()):
+                return None
             for o in led["orphans"]:
                 if o.get("study") == study and (o.get("claim") is None or self._dead(o["claim"])):
                     o["claim"] = claim

@@ -34,13 +34,14 @@ user_attrs written (bytes unless named otherwise):
 import gc
 import math
 import os
+import socket
 import sys
 import threading
 import time
 
 from .diagnose import diagnose, is_oom, is_sticky
 from .estimate import estimate
-from .gate import TrialTooLarge
+from .gate import MemoryGate, TrialTooLarge
 from .sizes import format_size
 
 __all__ = ["MemoryCallback", "default_stats"]
@@ -76,6 +77,70 @@ def _default_empty_cache():
         torch.cuda.empty_cache()
 
 
+# A locked SQLite database: SQLite's SQLITE_BUSY, "database is locked",
+# which Optuna's RDBStorage raises as StorageInternalError (the sqlite3
+# error as its cause, or inside SQLAlchemy's PendingRollbackError). The
+# transaction was rolled back, so the call may be made again: nothing of it
+# was written.
+_LOCKED = ("database is locked", "database table is locked")
+_LOCKED_TRIES = 5
+
+
+def _locked(e):
+    seen = set()
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        if any(m in str(e) for m in _LOCKED):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+def _set_attr(trial, key, value):
+    _retry_locked(trial.set_user_attr, key, value)
+
+
+def _retry_locked(fn, *args, **kwargs):
+    """fn(*args, **kwargs), made again (at most _LOCKED_TRIES times in all,
+    0.1 s to 0.8 s apart) while the database is locked. memreplay's own
+    storage calls go through it, so a worker does not stop on a database
+    that another worker held past the busy timeout; every call made so is
+    a write of one value (an attr, a state) or a read, the same when made
+    twice."""
+    for i in range(_LOCKED_TRIES):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as e:
+            if i == _LOCKED_TRIES - 1 or not _locked(e):
+                raise
+            time.sleep(0.1 * 2 ** i)
+
+
+def _sqlite_busy_timeout(storage, seconds):
+    """Raises the busy timeout of a SQLite study's connections to seconds
+    (from the next connection on: SQLAlchemy opens one per session for a
+    SQLite file) unless the storage was given its own (connect_args'
+    timeout). Python's sqlite3 waits 5 s for a lock by default, and a
+    writer that waited longer raised "database is locked" out of
+    optimize: under load, several workers writing one file, that stopped
+    worker processes (docs/optuna.md)."""
+    backend = getattr(storage, "_backend", storage)
+    url, engine = str(getattr(backend, "url", "")), getattr(backend, "engine", None)
+    if engine is None or not url.startswith("sqlite") or getattr(backend, "_memreplay_busy", False):
+        return
+    backend._memreplay_busy = True
+    if "timeout" in ((getattr(backend, "engine_kwargs", None) or {}).get("connect_args") or {}):
+        return  # the user's choice
+    from sqlalchemy import event
+
+    ms = int(seconds * 1000)
+
+    def busy(dbapi_conn, _record):
+        dbapi_conn.execute(f"PRAGMA busy_timeout = {ms}")
+
+    event.listen(engine, "connect", busy)
+
+
 class MemoryCallback:
     """The trial wrapper (wrap) and the Optuna callback (__call__).
 
@@ -100,10 +165,15 @@ class MemoryCallback:
         next trials fail them and run them again (docs/optuna.md).
     max_failures: stop the study (study.stop()) after this many failed
         trials in a row in this process; 0 never stops.
+    sqlite_timeout: seconds a SQLite study's connections wait for a lock
+        held by another worker (Python's sqlite3 waits 5 s) from the first
+        trial on, unless the storage was made with its own timeout; None
+        leaves the storage as it is.
     """
 
     def __init__(self, gate=None, spec=None, need=None, alloc_conf=None, stats="auto", reset_peak="auto",
-                 empty_cache=True, restart_on_sticky=False, max_failures=3, binary=None, timeout=None):
+                 empty_cache=True, restart_on_sticky=False, max_failures=3, binary=None, timeout=None,
+                 sqlite_timeout=60.0):
         if spec is not None and need is not None:
             raise ValueError("give spec or need, not both")
         if gate is not None and spec is None and need is None:
@@ -114,6 +184,7 @@ class MemoryCallback:
         self.empty_cache = empty_cache
         self.restart_on_sticky = restart_on_sticky
         self.max_failures = max_failures
+        self.sqlite_timeout = sqlite_timeout
         self._lock = threading.Lock()
         self._restarting = threading.Event()
         self._active = 0  # trials running in this process now
@@ -121,6 +192,7 @@ class MemoryCallback:
         # trial id -> (ledger key, thread): trials whose objective returned
         # and whose end Optuna records after the wrapper (see wrap).
         self._untold = {}
+        self._noted = set()  # (study, attr) of _note_ledger, written once
         self.failures_in_a_row = 0
 
     # --- inside the trial -------------------------------------------------
@@ -139,14 +211,16 @@ class MemoryCallback:
             return {"need_bytes": int(self.need(trial))}
         spec = self.spec(trial)
         p = estimate(spec, alloc_conf=self.alloc_conf, binary=self.binary)
-        trial.set_user_attr("memreplay_predicted_reserved_bytes", p["peak_reserved_bytes"])
-        trial.set_user_attr("memreplay_predicted_live_bytes", p["peak_live_bytes"])
+        _set_attr(trial, "memreplay_predicted_reserved_bytes", p["peak_reserved_bytes"])
+        _set_attr(trial, "memreplay_predicted_live_bytes", p["peak_live_bytes"])
         return p
 
     def wrap(self, objective):
         """The objective, run through the gate with its memory recorded."""
 
         def wrapped(trial):
+            if self.sqlite_timeout is not None:
+                _sqlite_busy_timeout(trial.study._storage, self.sqlite_timeout)
             reg = None
             if self.gate is not None and self.gate.path is not None:
                 # Registered first: until then a killed worker leaves the
@@ -160,6 +234,7 @@ class MemoryCallback:
                     threading.Event().wait()
             try:
                 if reg is not None:
+                    self._note_ledger(trial)
                     self._forget_told(threading.get_ident())
                     self._recover(trial)
                 return self._admit_and_run(objective, trial)
@@ -183,15 +258,15 @@ class MemoryCallback:
         ticket = None
         if self.spec is not None or self.need is not None:
             p = self._predict(trial)
-            trial.set_user_attr("memreplay_need_bytes", p["need_bytes"])
+            _set_attr(trial, "memreplay_need_bytes", p["need_bytes"])
             if self.gate is not None:
                 try:
                     ticket = self.gate.acquire(p["need_bytes"], label=f"trial {trial.number}", timeout=self.timeout)
                 except TrialTooLarge as e:
-                    trial.set_user_attr("memreplay_diagnosis", "capacity")
-                    trial.set_user_attr("memreplay_diagnosis_text", str(e))
+                    _set_attr(trial, "memreplay_diagnosis", "capacity")
+                    _set_attr(trial, "memreplay_diagnosis_text", str(e))
                     raise optuna.TrialPruned(str(e)) from None
-                trial.set_user_attr("memreplay_wait_s", round(ticket.waited, 3))
+                _set_attr(trial, "memreplay_wait_s", round(ticket.waited, 3))
         try:
             return self._run(objective, trial)
         finally:
@@ -224,7 +299,7 @@ class MemoryCallback:
 
         deadline = time.monotonic() + limit
         while True:
-            running = {t._trial_id for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+            running = {t._trial_id for t in _retry_locked(study.get_trials, deepcopy=False, states=(TrialState.RUNNING,))}
             if running <= self.gate.registered(study.study_name) or time.monotonic() > deadline:
                 return
             time.sleep(0.01)
@@ -251,31 +326,72 @@ class MemoryCallback:
         suggest of a name in it returns the fixed value). The other
         orphans stay in the ledger, RUNNING in the storage, for the next
         trials to start; one whose recovery raised (a lost database
-        connection) stays too."""
+        connection) stays too. Orphans of this gate's budget file come
+        first; then those of the study's other budget files on this host
+        whose GPU has no live process running a trial of the study
+        (_ledgers), so that a GPU whose workers all died loses none."""
         from optuna.trial import TrialState
 
         storage = trial.study._storage
-        while True:
-            o = self.gate.claim_orphan(trial.study.study_name)
-            if o is None:
-                return
-            done = False
-            try:
-                ft = storage.get_trial(o["trial_id"])
-                if ft.state != TrialState.RUNNING:
-                    done = True  # finished meanwhile: nothing was lost
-                    continue
-                own = storage.get_trial_system_attrs(trial._trial_id)
-                if own.get("fixed_params"):
-                    return  # an enqueued trial runs its own parameters; the next trial takes the orphan
-                done = self._become_retry(storage, trial, ft, own, o)
-                if done:
-                    return
-                done = True  # the dead trial finished meanwhile; this trial is free for the next orphan
-            finally:
-                self.gate.settle_orphan(o, done)
+        for gate, foreign in self._ledgers(trial):
+            while True:
+                try:
+                    o = gate.claim_orphan(trial.study.study_name, only_if_idle=foreign)
+                except (OSError, ValueError) as e:
+                    if not foreign:
+                        raise
+                    print(f"memreplay: {e}; its orphans are not run here", file=sys.stderr)
+                    break
+                if o is None:
+                    break
+                done = False
+                try:
+                    ft = _retry_locked(storage.get_trial, o["trial_id"])
+                    if ft.state != TrialState.RUNNING:
+                        done = True  # finished meanwhile: nothing was lost
+                        continue
+                    own = _retry_locked(storage.get_trial_system_attrs, trial._trial_id)
+                    if own.get("fixed_params"):
+                        return  # an enqueued trial runs its own parameters; the next trial takes the orphan
+                    done = self._become_retry(storage, trial, ft, own, o, gate.path if foreign else None)
+                    if done:
+                        return
+                    done = True  # the dead trial finished meanwhile; this trial is free for the next orphan
+                finally:
+                    gate.settle_orphan(o, done)
 
-    def _become_retry(self, storage, trial, ft, own, o):
+    _LEDGER_ATTR = "memreplay_budget_file:"
+
+    def _note_ledger(self, trial):
+        """Records this process's budget file in the study (a study system
+        attr per host and file, written once per process), so that a worker
+        on another budget file of this host finds its orphans (_ledgers)."""
+        study = trial.study
+        key = f"{self._LEDGER_ATTR}{socket.gethostname()}:{self.gate.path}"
+        with self._lock:
+            if (study.study_name, key) in self._noted:
+                return
+        _retry_locked(study._storage.set_study_system_attr, study._study_id, key, True)
+        with self._lock:
+            self._noted.add((study.study_name, key))
+
+    def _ledgers(self, trial):
+        """The ledgers this trial may take an orphan from: this gate's
+        (foreign False), then the study's other budget files on this host
+        (foreign True), whose orphans are taken only while no live process
+        runs a trial of the study there (MemoryGate.claim_orphan's
+        only_if_idle): a retry stays on its GPU while a worker of that GPU
+        can run it, and is not lost when every one of them is gone."""
+        yield self.gate, False
+        study = trial.study
+        prefix = f"{self._LEDGER_ATTR}{socket.gethostname()}:"
+        attrs = _retry_locked(study._storage.get_study_system_attrs, study._study_id)
+        for key in sorted(attrs):
+            path = key[len(prefix):] if key.startswith(prefix) else None
+            if path and path != self.gate.path and os.path.exists(path):
+                yield MemoryGate(self.gate.budget, path=path, poll=self.gate.poll), True  # for its ledger only
+
+    def _become_retry(self, storage, trial, ft, own, o, foreign=None):
         """This trial takes over ft (RUNNING, its worker dead); False when
         ft turned out finished, and this trial is as it was. This trial is
         marked first and ft failed after: a worker killed in between
@@ -286,25 +402,26 @@ class MemoryCallback:
 
         params = dict(ft.system_attrs.get("fixed_params") or {})  # a retry that died before suggesting
         params.update(ft.params)
-        trial.set_user_attr("memreplay_retry_of", ft.number)
-        storage.set_trial_system_attr(trial._trial_id, "fixed_params", params)
+        _set_attr(trial, "memreplay_retry_of", ft.number)
+        _retry_locked(storage.set_trial_system_attr, trial._trial_id, "fixed_params", params)
         if "grid_id" in own and "grid_id" in ft.system_attrs:
             # GridSampler gave this trial a grid point of its own; it runs
             # ft's point instead, so it is marked as visiting ft's, and its
             # own stays unvisited for a later trial.
-            storage.set_trial_system_attr(trial._trial_id, "grid_id", ft.system_attrs["grid_id"])
+            _retry_locked(storage.set_trial_system_attr, trial._trial_id, "grid_id", ft.system_attrs["grid_id"])
         try:
-            storage.set_trial_user_attr(ft._trial_id, "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
-            failed = storage.set_trial_state_values(ft._trial_id, TrialState.FAIL)
+            _retry_locked(storage.set_trial_user_attr, ft._trial_id, "memreplay_worker_died", f"pid {o['pid']} on {o['host']}")
+            failed = _retry_locked(storage.set_trial_state_values, ft._trial_id, TrialState.FAIL)
         except RuntimeError:  # "has already finished": Optuna recorded it after all
             failed = False
         if not failed:
-            trial.set_user_attr("memreplay_retry_of", None)
-            storage.set_trial_system_attr(trial._trial_id, "fixed_params", {})
+            _set_attr(trial, "memreplay_retry_of", None)
+            _retry_locked(storage.set_trial_system_attr, trial._trial_id, "fixed_params", {})
             if "grid_id" in own:
-                storage.set_trial_system_attr(trial._trial_id, "grid_id", own["grid_id"])
+                _retry_locked(storage.set_trial_system_attr, trial._trial_id, "grid_id", own["grid_id"])
             return False
-        print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}) died; trial failed and run again as trial {trial.number}",
+        where = f" (budget file {foreign}, where no worker runs trials now)" if foreign else ""
+        print(f"memreplay: trial {ft.number}'s worker (pid {o['pid']}){where} died; trial failed and run again as trial {trial.number}",
               file=sys.stderr)
         return True
 
@@ -346,12 +463,12 @@ class MemoryCallback:
             stats = record()
             if is_oom(e):
                 d = diagnose(str(e), stats)
-                trial.set_user_attr("memreplay_oom", True)
-                trial.set_user_attr("memreplay_diagnosis", d["kind"])
-                trial.set_user_attr("memreplay_diagnosis_text", d["text"])
+                _set_attr(trial, "memreplay_oom", True)
+                _set_attr(trial, "memreplay_diagnosis", d["kind"])
+                _set_attr(trial, "memreplay_diagnosis_text", d["text"])
                 raise optuna.TrialPruned(f"out of memory ({d['kind']}): {d['text']}") from None
             if is_sticky(e):
-                trial.set_user_attr("memreplay_sticky_error", str(e)[:500])
+                _set_attr(trial, "memreplay_sticky_error", str(e)[:500])
                 # FAIL without raising: Optuna records a NaN value as a failed
                 # trial and calls the callbacks, which act on it.
                 n = len(trial.study.directions)
@@ -366,16 +483,16 @@ class MemoryCallback:
         try:
             s = fn()
         except Exception as e:  # a dead context: the figures are lost, not the trial
-            trial.set_user_attr("memreplay_stats_error", str(e)[:200])
+            _set_attr(trial, "memreplay_stats_error", str(e)[:200])
             return {}
         for attr, key in _STAT_KEYS.items():
             if key in s:
-                trial.set_user_attr(attr, int(s[key]))
+                _set_attr(trial, attr, int(s[key]))
         for attr, key in _COUNTERS.items():
             if key in s:
-                trial.set_user_attr(attr, int(s[key]) - int(before.get(key, 0)))
-        trial.set_user_attr("memreplay_stats_source", name)
-        trial.set_user_attr("memreplay_peak_scope", "trial" if scope_trial else "process")
+                _set_attr(trial, attr, int(s[key]) - int(before.get(key, 0)))
+        _set_attr(trial, "memreplay_stats_source", name)
+        _set_attr(trial, "memreplay_peak_scope", "trial" if scope_trial else "process")
         return s
 
     # --- between trials: the Optuna callback ------------------------------

@@ -5,8 +5,8 @@ apart) while holding the gate, each replaced at once, as a supervisor
 would. Per run it prints the surviving workers' exit codes, how many died
 of a double pop (Optuna 3.1's race on enqueued trials on SQLite,
 optuna/optuna#4621: "has already finished and can not be updated"), how
-many of SQLite's "database is locked" (a writer waited out the 5 s busy
-timeout), every other failure, and whether the study lost a trial: each
+many of SQLite's "database is locked" (a writer waited out the busy
+timeout; the calls that met it are printed), every other failure, and whether the study lost a trial: each
 trial failed for a killed worker (memreplay_worker_died) must have exactly
 one retry (memreplay_retry_of), completed or itself failed and retried;
 none left WAITING or RUNNING with a worker's pid.
@@ -17,9 +17,13 @@ PYTHON_ROOT is the python/ folder whose memreplay package and worker.py run
 STRESS_SLEEP (a batch-16 trial's seconds, 0.4), STRESS_BUDGET (bytes, 20
 GiB), STRESS_GAP (1.0), STRESS_WAIT (seconds the workers get to finish
 after the kills, 180), STRESS_WIDEN_POP=1 runs each worker through
-slow_pop.py, which widens the race's window."""
+slow_pop.py, which widens the race's window. STRESS_GPUS=N gives the
+workers N budget files in turn (N GPUs of a host); with STRESS_STRAND=1
+the victims are every worker of the last one, none replaced, so its
+orphans must run on another GPU (KILLS is then ignored)."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,31 +43,54 @@ env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1")
 wrap = [os.path.join(here, "slow_pop.py")] if os.environ.get("STRESS_WIDEN_POP") == "1" else []
 budget = int(os.environ.get("STRESS_BUDGET", 20 << 30))
 gap = float(os.environ.get("STRESS_GAP", "1.0"))
+gpus = int(os.environ.get("STRESS_GPUS", "1"))
+strand = os.environ.get("STRESS_STRAND") == "1"
 tot = {"runs": 0, "double_pop_runs": 0, "double_pops": 0, "locked": 0, "other_fail_runs": 0, "lost_trial_runs": 0}
+
+
+def call_site(err):
+    """Where a worker met the locked database: the frames of its last
+    traceback in worker.py, memreplay and Optuna (not SQLAlchemy's)."""
+    last = err[err.rfind("Traceback (most recent call last)"):]
+    frames = re.findall(r'File "([^"]+)", line (\d+), in (\w+)', last)
+    keep = [f"{os.path.basename(f)}:{n} {fn}" for f, n, fn in frames
+            if "sqlalchemy" not in f and "contextlib" not in f and "runpy" not in f and "_convert_positional" not in f]
+    return " > ".join(keep[-6:])
+
+
 for r in range(runs):
     url = "sqlite:///" + os.path.join(tempfile.mkdtemp(), "study.db")
     optuna.create_study(study_name="gate", storage=url, direction="maximize")
-    budget_file = os.path.join(tempfile.mkdtemp(), "gpu0.budget")
-    argv = [sys.executable] + wrap + [os.path.join(root, "tests", "worker.py"), url, "gate", budget_file, str(budget),
-                                      str(complete), os.environ.get("STRESS_SLEEP", "0.4"), str(n_jobs)]
+    tmp = tempfile.mkdtemp()
+    budget_files = [os.path.join(tmp, f"gpu{g}.budget") for g in range(gpus)]
+    gpu_of = {}
 
-    def start():
-        return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def start(g):
+        argv = [sys.executable] + wrap + [os.path.join(root, "tests", "worker.py"), url, "gate", budget_files[g], str(budget),
+                                          str(complete), os.environ.get("STRESS_SLEEP", "0.4"), str(n_jobs)]
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        gpu_of[p.pid] = g
+        return p
 
-    procs = [start() for _ in range(nw)]
+    procs = [start(i % gpus) for i in range(nw)]
+    # STRESS_STRAND=1: the victims are every worker of the last budget file
+    # (the last GPU), none replaced: its orphans must run on another GPU.
+    targets = [p for p in procs if gpu_of[p.pid] == gpus - 1] if strand else None
+    want = len(targets) if strand else kills
     killed, last = [], 0.0
-    gate = memreplay.MemoryGate(budget, path=budget_file)
+    gates = [memreplay.MemoryGate(budget, path=f) for f in budget_files]
     deadline = time.monotonic() + 120
-    while len(killed) < kills and time.monotonic() < deadline:
-        pids = {h["pid"] for h in gate.holders()}
-        victim = next((p for p in procs if p.pid in pids and p.pid not in killed and p.poll() is None), None)
+    while len(killed) < want and time.monotonic() < deadline:
+        pids = {h["pid"] for g in gates for h in g.holders()}
+        victim = next((p for p in (targets or procs) if p.pid in pids and p.pid not in killed and p.poll() is None), None)
         if victim is not None and time.monotonic() - last > gap:
             victim.send_signal(signal.SIGKILL)
             killed.append(victim.pid)
             last = time.monotonic()
-            procs.append(start())
+            if not strand:
+                procs.append(start(gpu_of[victim.pid]))
         time.sleep(0.02)
-    codes, double, locked, other = [], 0, 0, []
+    codes, double, locked, other, other_sites = [], 0, 0, [], []
     end = time.monotonic() + float(os.environ.get("STRESS_WAIT", "180"))
     for p in procs:
         try:
@@ -80,6 +107,7 @@ for r in range(runs):
                 double += 1
             elif "database is locked" in err:
                 locked += 1
+                other_sites.append(call_site(err))
             else:
                 other.append(err[-600:])
     trials = optuna.load_study(study_name="gate", storage=url).get_trials()
@@ -102,4 +130,6 @@ for r in range(runs):
           f"bad {bad} running {running} waiting {waiting} load {open('/proc/loadavg').read().split()[0]}", flush=True)
     for o in other:
         print("  OTHER:", o.replace("\n", " | ")[-600:], flush=True)
+    for site in other_sites:
+        print("  LOCKED at:", site, flush=True)
 print("TOTAL", tot, flush=True)

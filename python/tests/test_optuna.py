@@ -5,6 +5,7 @@ on SQLite with one killed mid-trial, and the diagnoses."""
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -54,11 +55,23 @@ class FakeGPUThreads(unittest.TestCase):
         fakegpu.empty_cache()
 
     low = 4
+    out_of_memory = None  # without the gate: set by the first OOM
 
     def objective(self, trial):
         batch = trial.suggest_int("batch", self.low, 4)
-        ptrs = [fakegpu.malloc(64 * MiB) for _ in range(batch)]
-        time.sleep(0.15)
+        try:
+            ptrs = [fakegpu.malloc(64 * MiB) for _ in range(batch)]
+        except RuntimeError:
+            if self.out_of_memory is not None:
+                self.out_of_memory.set()
+            raise
+        if self.out_of_memory is not None:
+            # Held until a third trial runs out beside the two that fit: a
+            # fixed 0.15 s let them miss each other at load 11 (the threads'
+            # asks took longer than the trials), and the test saw no OOM.
+            self.out_of_memory.wait(30)
+        else:
+            time.sleep(0.15)
         for p in ptrs:
             fakegpu.free(p, 64 * MiB)
         return batch
@@ -74,6 +87,9 @@ class FakeGPUThreads(unittest.TestCase):
         return study.get_trials()
 
     def test_without_gate_over_commits_and_is_diagnosed(self):
+        import threading
+
+        self.out_of_memory = threading.Event()
         cb = memreplay.optuna.MemoryCallback(stats=fakegpu.stats, empty_cache=fakegpu.empty_cache)
         trials = self.study(cb, low=4)
         oom = [t for t in trials if t.user_attrs.get("memreplay_oom")]
@@ -140,13 +156,15 @@ class StickyRestart(unittest.TestCase):
         self.assertEqual(len(sticky), 1)
         self.assertEqual(sticky[0].state, TrialState.FAIL)
         self.assertIn("device-side assert", sticky[0].user_attrs["memreplay_sticky_error"])
-        # The other thread's trial died with the old image: failed and run
-        # again, never left running.
-        for t in trials:
-            if t.state == TrialState.FAIL and t is not sticky[0]:
-                self.assertIn("memreplay_worker_died", t.user_attrs)
-                self.assertEqual([r.state for r in trials if r.user_attrs.get("memreplay_retry_of") == t.number],
-                                 [TrialState.COMPLETE])
+        # The other thread's trial, in the gate, died with the old image:
+        # failed, and run again once, with the x it had drawn, by a trial
+        # of the fresh image; never left running.
+        died = [t for t in trials if t.state == TrialState.FAIL and t is not sticky[0]]
+        self.assertEqual(len(died), 1, [(t.number, t.user_attrs) for t in died])
+        self.assertEqual(died[0].user_attrs["memreplay_worker_died"], f"pid {pid} on {socket.gethostname()}")
+        retry = [r for r in trials if r.user_attrs.get("memreplay_retry_of") == died[0].number]
+        self.assertEqual([(r.state, r.params) for r in retry], [(TrialState.COMPLETE, died[0].params)])
+        self.assertIn("x", died[0].params)
         with open(budget_file) as f:
             led = json.load(f)
         self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
@@ -379,6 +397,50 @@ class KilledBeforeTold(unittest.TestCase):
         self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
 
 
+class OtherBudgetFile(unittest.TestCase):
+    def test_orphan_of_a_gpu_without_workers_runs_on_another(self):
+        """Two GPUs of one host, two budget files. GPU 1's only worker dies
+        mid-trial (after its objective, before Optuna's tell). GPU 0's
+        worker leaves the orphan to GPU 1 while a live process runs a
+        trial of the study there, and takes it once none does: it fails
+        the dead trial and runs its parameters. Before, only workers of
+        the dead worker's budget file saw its orphans, and with none left
+        the trial stayed RUNNING for good."""
+        need_optuna(self)
+        need_cli(self)
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        tmp = tempfile.mkdtemp()
+        url = "sqlite:///" + os.path.join(tmp, "study.db")
+        gpu0, gpu1, budget = os.path.join(tmp, "gpu0.budget"), os.path.join(tmp, "gpu1.budget"), 20 << 30
+        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", gpu1, str(budget), "1", "0.05", "1",
+                            "die-before-tell"], capture_output=True, text=True, timeout=120)
+        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
+        [dead] = study.get_trials()
+        self.assertEqual(dead.state, TrialState.RUNNING)
+        # A live worker of GPU 1 (this process) in the middle of a trial.
+        live = memreplay.MemoryGate(budget, path=gpu1)
+        key = live.register_trial({"study": "told", "trial_id": -1})
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=gpu0), need=lambda t: 1 << 30,
+                                             empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_categorical("batch", [8, 16, 32]))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.assertEqual(study.get_trials()[0].state, TrialState.RUNNING, "GPU 1's live worker is left to retry it")
+        self.assertNotIn("memreplay_retry_of", study.get_trials()[1].user_attrs)
+        live.unregister_trial(key)  # now no process runs a trial on GPU 1
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn(f"pid {dead.user_attrs['pid']} ", trials[0].user_attrs["memreplay_worker_died"])
+        self.assertEqual(trials[2].user_attrs["memreplay_retry_of"], dead.number)
+        self.assertEqual(trials[2].system_attrs["fixed_params"], dead.params, "the retry runs what the dead trial drew")
+        self.assertEqual(trials[2].params["batch"], dead.params["batch"])
+        for path in (gpu0, gpu1):
+            with open(path) as f:
+                led = json.load(f)
+            self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []), path)
+
+
 # Registers trial ids (argv) of study "err" in the ledger and exits: a
 # worker that died with those trials running.
 DEAD_WORKER = """
@@ -460,6 +522,138 @@ class RecoveryStorageError(unittest.TestCase):
             self.assertEqual([(r.state, r.params) for r in retries], [(TrialState.COMPLETE, t.params)], f"trial {d.number}")
         with open(gate.path) as f:
             self.assertEqual(json.load(f)["orphans"], [])
+
+
+def locked_error():
+    """What Optuna's RDBStorage raises on SQLite's SQLITE_BUSY: its
+    StorageInternalError, the sqlite3 error as its cause."""
+    import sqlite3
+
+    try:
+        try:
+            raise sqlite3.OperationalError("database is locked")
+        except sqlite3.OperationalError as e:
+            raise optuna.exceptions.StorageInternalError("An exception is raised during the commit.") from e
+    except optuna.exceptions.StorageInternalError as e:
+        return e
+
+
+class LockedOnce:
+    """A storage whose call `method` meets a locked database the first time
+    `when(args)` holds (SQLite's "database is locked", as a writer that
+    waited out the busy timeout sees it); nothing of that call is written."""
+
+    def __init__(self, inner, method, when):
+        self.inner, self.method, self.when, self.raised = inner, method, when, 0
+
+    def __getattr__(self, name):
+        fn = getattr(self.inner, name)
+        if name != self.method:
+            return fn
+
+        def call(*args, **kwargs):
+            if not self.raised and self.when(args):
+                self.raised += 1
+                raise locked_error()
+            return fn(*args, **kwargs)
+
+        return call
+
+
+class LockedDatabase(unittest.TestCase):
+    """SQLite's "database is locked" (one run of five SQLite workers in
+    twenty stopped on it at load 13, docs/optuna.md): memreplay's own
+    storage calls make it again, and the SQLite storage waits longer for a
+    lock than sqlite3's 5 s."""
+
+    def test_recovery_survives_a_locked_database(self):
+        """Failing the dead worker's trial meets a locked database once:
+        the call is made again, the dead trial fails and runs again once.
+        Before, the error went out of optimize and stopped the worker."""
+        need_optuna(self)
+        study, [dead], budget_file = dead_worker(1)
+        study._storage = LockedOnce(study._storage, "set_trial_state_values", lambda a: a[0] == dead._trial_id)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30, path=budget_file), need=lambda t: 1,
+                                             empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_int("x", 0, 1 << 30)), n_trials=2, callbacks=[cb])
+        self.assertEqual(study._storage.raised, 1)
+        trials = study.get_trials()
+        self.assertEqual([t.state for t in trials], [TrialState.FAIL, TrialState.COMPLETE, TrialState.COMPLETE])
+        self.assertIn("memreplay_worker_died", trials[0].user_attrs)
+        retries = [t for t in trials if t.user_attrs.get("memreplay_retry_of") == dead.number]
+        self.assertEqual([(t.number, t.params) for t in retries], [(1, dead.params)])
+        with open(budget_file) as f:
+            self.assertEqual(json.load(f)["orphans"], [])
+
+    def test_trial_attr_survives_a_locked_database(self):
+        """memreplay's figures in user_attrs: a locked database once, and
+        the trial completes with them (before, the trial failed and the
+        error stopped optimize)."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        study = optuna.create_study()
+        study._storage = LockedOnce(study._storage, "set_trial_user_attr", lambda a: a[1] == "memreplay_need_bytes")
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1 << 20, empty_cache=False)
+        study.optimize(cb.wrap(lambda t: t.suggest_float("x", 0, 1)), n_trials=2, callbacks=[cb])
+        self.assertEqual(study._storage.raised, 1)
+        self.assertEqual([(t.state, t.user_attrs["memreplay_need_bytes"]) for t in study.get_trials()],
+                         [(TrialState.COMPLETE, 1 << 20)] * 2)
+
+    def hold_lock(self, db, seconds=None):
+        """Another connection holds SQLite's exclusive lock on db (a worker
+        mid-commit, starved of CPU) for seconds, or until the returned
+        function is called."""
+        import sqlite3
+        import threading
+
+        con = sqlite3.connect(db, check_same_thread=False, isolation_level=None)
+        con.execute("BEGIN EXCLUSIVE")
+
+        def release():
+            con.execute("COMMIT")
+            con.close()
+
+        if seconds is None:
+            return release
+        t = threading.Timer(seconds, release)
+        t.start()
+        self.addCleanup(t.join)
+
+    def test_sqlite_waits_past_five_seconds(self):
+        """A lock held 6 s: past sqlite3's default 5 s busy timeout,
+        Optuna's own next call (ask) raised StorageInternalError out of
+        optimize; with the callback's busy timeout the trial waits and
+        runs."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        db = os.path.join(tempfile.mkdtemp(), "study.db")
+        study = optuna.create_study(storage="sqlite:///" + db)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1, empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_float("x", 0, 1))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.hold_lock(db, 6)
+        t0 = time.monotonic()
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        self.assertGreater(time.monotonic() - t0, 5, "the second trial waited for the lock")
+        self.assertEqual([t.state for t in study.get_trials()], [TrialState.COMPLETE] * 2)
+
+    def test_storage_with_its_own_timeout_is_kept(self):
+        """A storage made with connect_args' timeout keeps it: 0.5 s, and a
+        lock held meanwhile stops Optuna's next call as that user asked."""
+        need_optuna(self)
+        optuna.logging.set_verbosity(optuna.logging.ERROR)
+        db = os.path.join(tempfile.mkdtemp(), "study.db")
+        storage = optuna.storages.RDBStorage("sqlite:///" + db, engine_kwargs={"connect_args": {"timeout": 0.5}})
+        study = optuna.create_study(storage=storage)
+        cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(1 << 30), need=lambda t: 1, empty_cache=False)
+        objective = cb.wrap(lambda t: t.suggest_float("x", 0, 1))
+        study.optimize(objective, n_trials=1, callbacks=[cb])
+        release = self.hold_lock(db)
+        try:
+            with self.assertRaises(optuna.exceptions.StorageInternalError):
+                study.optimize(objective, n_trials=1, callbacks=[cb])
+        finally:
+            release()
 
 
 class RetryInAskedTrial(unittest.TestCase):

@@ -25,7 +25,12 @@ import memreplay  # noqa: E402
 
 url, name, budget_file, budget, n, sleep_s, n_jobs = sys.argv[1:8]
 optuna.logging.set_verbosity(optuna.logging.WARNING)
-study = optuna.load_study(study_name=name, storage=url)
+storage = url
+if url.startswith("sqlite"):
+    # SQLite's busy timeout from load_study on (the callback raises a
+    # SQLite study's from its first trial on): docs/optuna.md.
+    storage = optuna.storages.RDBStorage(url, engine_kwargs={"connect_args": {"timeout": 60}})
+study = optuna.load_study(study_name=name, storage=storage)
 
 if sys.argv[8:] == ["die-before-tell"]:
     import signal
