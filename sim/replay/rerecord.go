@@ -126,7 +126,12 @@ type ReplayRecorder struct {
 }
 
 // recShift is one entry of ReplayRecorder.shifts.
-type recShift struct{ in, by int64 }
+// A flat entry maps every input of its stretch (inputs not stepped) to
+// in+by.
+type recShift struct {
+	in, by int64
+	flat   bool
+}
 
 type recDev struct {
 	a        *allocator.Allocator
@@ -251,7 +256,14 @@ func (r *ReplayRecorder) Step(index int64, e *trace.Event) {
 	}
 	// What input index begins here is recorded from r.events: the
 	// events of this input (its decisions first) are still held.
-	if by := r.events - index; len(r.shifts) == 0 || r.shifts[len(r.shifts)-1].by != by {
+	if index > r.stepped {
+		// Inputs the replay skipped without a Step (a lenient replay's
+		// out-of-range device) recorded nothing: an annotation before
+		// any of them comes before this input's events, not one event
+		// per skipped input after the last stepped input's first.
+		r.shifts = append(r.shifts, recShift{in: r.stepped, by: r.events - r.stepped, flat: true})
+	}
+	if by := r.events - index; len(r.shifts) == 0 || r.shifts[len(r.shifts)-1].by != by || r.shifts[len(r.shifts)-1].flat {
 		r.shifts = append(r.shifts, recShift{in: index, by: by})
 	}
 	r.stepped = index + 1
@@ -274,7 +286,10 @@ func (r *ReplayRecorder) annotations() []trace.Annotation {
 			a.Event = r.events
 		} else {
 			k := sort.Search(len(r.shifts), func(k int) bool { return r.shifts[k].in > a.Event }) - 1
-			if k >= 0 {
+			switch {
+			case k >= 0 && r.shifts[k].flat:
+				a.Event = r.shifts[k].in + r.shifts[k].by
+			case k >= 0:
 				a.Event += r.shifts[k].by
 			}
 		}

@@ -71,3 +71,34 @@ func TestReplayRecorderAnnotations(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, want, pk.Annotations)
 }
+
+// An input event the replay skips without stepping (a lenient replay's
+// event of an out-of-range device) does not move the annotation before it
+// into the recording's events of the input before: that input's segment
+// allocation and allocation are two events, so the annotation before the
+// skipped event comes after both, as does the one before the next.
+func TestReplayRecorderAnnotationsSkippedInput(t *testing.T) {
+	const a = 0x7f0000000000
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay-test"}, Stacks: trace.NewStacks(), Events: []trace.Event{
+		{Action: trace.ActionAlloc, Addr: a, Size: 1 << 20, TimeUS: 10},
+		{Action: trace.ActionAlloc, Device: replay.MaxDevice + 1, Addr: a, Size: 1 << 20, TimeUS: 20},
+		{Action: trace.ActionAlloc, Device: replay.MaxDevice + 1, Addr: a, Size: 1 << 20, TimeUS: 25},
+		{Action: trace.ActionFreeRequested, Addr: a, Size: 1 << 20, TimeUS: 30},
+	}, Annotations: []trace.Annotation{
+		{Device: 0, TimeUS: 15, Name: "skip", Stage: "START", Event: 1},
+		{Device: 0, TimeUS: 22, Name: "skip", Stage: "END", Event: 2},
+		{Device: 0, TimeUS: 28, Name: "free", Stage: "START", Event: 3},
+	}}
+	rec, res := recordReplay(t, tr, replay.Options{Lenient: true})
+	require.EqualValues(t, 2, res.Skipped)
+	var actions []trace.Action
+	for _, e := range rec.Events {
+		actions = append(actions, e.Action)
+	}
+	require.Equal(t, []trace.Action{trace.ActionSegmentAlloc, trace.ActionAlloc}, actions[:2])
+	var at []int64
+	for _, an := range rec.Annotations {
+		at = append(at, an.Event)
+	}
+	assert.Equal(t, []int64{2, 2, 2}, at)
+}
