@@ -192,6 +192,9 @@ type Writer struct {
 	events     int64
 	initialSet bool
 	phase      int
+	// annPast is the largest Event of the annotations written: Close
+	// refuses a trace with fewer events (the reader would).
+	annPast int64
 
 	// Version 2's time column: the zigzag time deltas of the events in
 	// buf from blockAt on (nt of them), written as a times record just
@@ -312,6 +315,20 @@ func (w *Writer) WriteAnnotations(ann []Annotation) error {
 	if w.phase >= phaseFinal {
 		return errors.New("trace: WriteAnnotations after SetFinal or Close")
 	}
+	// All are checked first: a rejected list writes nothing, and leaves
+	// the file valid.
+	past := w.annPast
+	for i := range ann {
+		a := &ann[i]
+		if !isStage(a.Stage) {
+			return fmt.Errorf("trace: annotation %q: stage %q, want START or END", a.Name, a.Stage)
+		}
+		if a.Device < 0 || a.Event < 0 || a.Name == "" || len(a.Name) > maxStringLen {
+			return fmt.Errorf("trace: annotation %q: device %d, event %d, name of %d bytes: out of range", a.Name, a.Device, a.Event, len(a.Name))
+		}
+		past = max(past, a.Event)
+	}
+	w.annPast = past
 	var p []byte
 	for len(ann) > 0 && w.err == nil {
 		part := ann[:min(len(ann), annotationsPerRecord)]
@@ -320,14 +337,8 @@ func (w *Writer) WriteAnnotations(ann []Annotation) error {
 		for i := range part {
 			a := &part[i]
 			stage := byte(0)
-			switch {
-			case a.Stage == "END":
+			if a.Stage == "END" {
 				stage = 1
-			case a.Stage != "START":
-				return fmt.Errorf("trace: annotation %q: stage %q, want START or END", a.Name, a.Stage)
-			}
-			if a.Device < 0 || a.Event < 0 || a.Name == "" || len(a.Name) > maxStringLen {
-				return fmt.Errorf("trace: annotation %q: device %d, event %d, name of %d bytes: out of range", a.Name, a.Device, a.Event, len(a.Name))
 			}
 			p = binary.AppendUvarint(p, uint64(a.Event))
 			p = binary.AppendUvarint(p, uint64(a.Device))
@@ -445,6 +456,11 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.phase = phaseClosed
+	if w.err == nil && w.annPast > w.events {
+		// The reader would refuse the file: the end record is left out,
+		// so it reads as cut short, and Close says why.
+		w.err = fmt.Errorf("trace: an annotation comes before event %d, but the trace has %d events", w.annPast, w.events)
+	}
 	if w.err == nil {
 		var p [binary.MaxVarintLen64]byte
 		w.appendRecord(tagEnd, binary.AppendUvarint(p[:0], uint64(w.events)))
@@ -931,6 +947,7 @@ type nativeReader struct {
 	final     []Segment
 	hasFinal  bool
 	ann       []Annotation
+	annNames  map[string]string // annName's interned names
 	events    int64
 	plain     int64 // of those, decoded by plainEvents (tests check that it ran)
 	inEvents  bool  // past the preamble: errors name an event index
@@ -1737,8 +1754,9 @@ func (r *nativeReader) stackRef(v uint64) (StackID, bool) {
 // and name. readEnd checks the events against the trace's length.
 func (r *nativeReader) readAnnotations(start int, p *payload) error {
 	n := p.uvarint()
-	// Each takes at least 5 bytes: a larger count is corrupt.
-	if n > uint64(len(p.b)) {
+	// Each takes at least 5 bytes (three varints, the stage, the name's
+	// length): a larger count is corrupt.
+	if n > uint64(len(p.b)-p.i)/5 {
 		return r.errAt(start, fmt.Sprintf("annotations record counts %d in %d bytes", n, len(p.b)), nil)
 	}
 	for range n {
@@ -1746,7 +1764,7 @@ func (r *nativeReader) readAnnotations(start int, p *payload) error {
 		ev, dev := p.uvarint(), p.uvarint()
 		a.TimeUS = unzigzag(p.uvarint())
 		stage := p.byte()
-		a.Name = p.string()
+		a.Name = r.annName(p)
 		if p.bad {
 			break
 		}
@@ -1760,6 +1778,22 @@ func (r *nativeReader) readAnnotations(start int, p *payload) error {
 		r.ann = append(r.ann, a)
 	}
 	return p.check(r, start, "annotations")
+}
+
+// annName reads an annotation's name, interned: a trace has a few range
+// names repeated by the million, and a copy each would cost more than
+// the rest of the annotation.
+func (r *nativeReader) annName(p *payload) string {
+	b := p.stringBytes()
+	if s, ok := r.annNames[string(b)]; ok {
+		return s
+	}
+	if r.annNames == nil {
+		r.annNames = map[string]string{}
+	}
+	s := string(b)
+	r.annNames[s] = s
+	return s
 }
 
 // readEnd checks the end record and that nothing follows it; reaching the
@@ -1920,16 +1954,19 @@ func (p *payload) byte() byte {
 	return p.b[p.i-1]
 }
 
-func (p *payload) string() string {
+func (p *payload) string() string { return string(p.stringBytes()) }
+
+// stringBytes is string's bytes, not copied (nil when malformed).
+func (p *payload) stringBytes() []byte {
 	n := p.uvarint()
 	if n > maxStringLen || n > uint64(len(p.b)-p.i) {
 		p.bad = true
 		p.i = len(p.b)
-		return ""
+		return nil
 	}
-	s := string(p.b[p.i : p.i+int(n)])
+	b := p.b[p.i : p.i+int(n)]
 	p.i += int(n)
-	return s
+	return b
 }
 
 func (p *payload) check(r *nativeReader, start int, what string) error {

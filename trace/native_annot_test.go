@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,10 +51,11 @@ func TestNativeAnnotations(t *testing.T) {
 		data []byte
 		msg  string
 	}{
-		{"past the end", write([]Annotation{{Name: "x", Stage: "END", Event: 2}}, nil), "annotation 0 comes before event 2, but the trace has 1 events"},
+		{"past the end", write(nil, []byte{1, 2, 0, 0, 1, 1, 'x'}), "annotation 0 comes before event 2, but the trace has 1 events"},
 		{"bad stage", write(nil, []byte{1, 0, 0, 0, 2, 1, 'x'}), "stage 2"},
 		{"no name", write(nil, []byte{1, 0, 0, 0, 0, 0}), `name ""`},
-		{"short", write(nil, []byte{2, 0, 0, 0, 0, 1, 'x'}), "malformed annotations record"},
+		{"short", write(nil, []byte{1, 0, 0, 0, 0, 5, 'x'}), "malformed annotations record"},
+		{"count past the bytes", write(nil, []byte{2, 0, 0, 0, 0, 1, 'x', 0, 0}), "annotations record counts 2 in 9 bytes"},
 		{"count", write(nil, []byte{100, 0}), "annotations record counts 100"},
 	} {
 		err := read(tc.data)
@@ -67,6 +69,51 @@ func TestNativeAnnotations(t *testing.T) {
 	w, err := NewWriter(&buf, Header{})
 	require.NoError(t, err)
 	assert.Error(t, w.WriteAnnotations([]Annotation{{Name: "x", Stage: "MIDDLE"}}))
+}
+
+// The writer refuses what its reader would: a list with a bad annotation
+// past the first record writes none of it (the file stays valid, without
+// them), and an annotation past the trace's last event fails Close
+// rather than give a file that does not read.
+func TestNativeWriterRefusesAnnotations(t *testing.T) {
+	ev := Event{Action: ActionAlloc, Addr: 1 << 20, Size: 512, TimeUS: 7}
+	ann := make([]Annotation, annotationsPerRecord+1)
+	for i := range ann {
+		ann[i] = Annotation{Name: "n", Stage: "START", Event: 1}
+	}
+	ann[annotationsPerRecord].Stage = "MIDDLE"
+	var buf bytes.Buffer
+	w, err := NewWriter(&buf, Header{})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteEvent(&ev, NewStacks()))
+	require.Error(t, w.WriteAnnotations(ann))
+	require.NoError(t, w.Close())
+	back, err := readNative(t, buf.Bytes())
+	require.NoError(t, err)
+	assert.Empty(t, back.Annotations)
+
+	buf.Reset()
+	w, err = NewWriter(&buf, Header{})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteEvent(&ev, NewStacks()))
+	require.NoError(t, w.WriteAnnotations([]Annotation{{Name: "n", Stage: "END", Event: 2}}))
+	err = w.Close()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "before event 2, but the trace has 1 events")
+}
+
+// The reader interns annotation names: a million annotations of a few
+// ranges hold a few strings, not a copy each.
+func TestNativeAnnotationNamesInterned(t *testing.T) {
+	tr := &Trace{Stacks: NewStacks()}
+	for i := range 3 * annotationsPerRecord {
+		tr.Annotations = append(tr.Annotations, Annotation{Name: []string{"fwd", "bwd"}[i%2], Stage: "START"})
+	}
+	back := nativeTrip(t, tr)
+	require.Equal(t, tr.Annotations, back.Annotations)
+	for i, a := range back.Annotations {
+		assert.Same(t, unsafe.StringData(back.Annotations[i%2].Name), unsafe.StringData(a.Name), "annotation %d", i)
+	}
 }
 
 // The packed log's placement (skimEvent: devices and times only) agrees

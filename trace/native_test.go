@@ -106,6 +106,7 @@ type nativeResolved struct {
 	Events  []nativeResolvedEvent
 	Final   []nativeResolvedSeg
 	HasFin  bool
+	Ann     []Annotation
 }
 
 type nativeResolvedEvent struct {
@@ -139,7 +140,7 @@ func nativeResolve(t *Trace) nativeResolved {
 		return out
 	}
 	r := nativeResolved{Header: t.Header, Initial: segs(t.Initial), Rec: t.InitialReconstructed,
-		Final: segs(t.Final), HasFin: t.HasFinal}
+		Final: segs(t.Final), HasFin: t.HasFinal, Ann: t.Annotations}
 	for _, e := range t.Events {
 		f := t.Stacks.Frames(e.Stack)
 		e.Stack = 0
@@ -603,6 +604,16 @@ func nativeFuzzSeeds(f *testing.F) {
 		f.Add(nativeBody(f, file))
 		f.Add(nativeBody(f, writeNativeV(f, genTrainingTrace(300, 5), v)))
 		f.Add(nativeBody(f, writeNativeV(f, &Trace{Stacks: NewStacks()}, v)))
+		// With annotations records (before, between and after events).
+		ann := nativeSampleTrace()
+		ann.Annotations = []Annotation{
+			{Device: 0, TimeUS: -3, Name: "zero_grad", Stage: "START", Event: 0},
+			{Device: 0, TimeUS: 40, Name: "fwd", Stage: "END", Event: 5},
+			{Device: 1, TimeUS: 1 << 40, Name: "fwd", Stage: "START", Event: int64(len(ann.Events))},
+		}
+		file = writeNativeV(f, ann, v)
+		f.Add(file)
+		f.Add(nativeBody(f, file))
 	}
 }
 
