@@ -24,7 +24,9 @@ package profiler
 // the speculative replay are held unclassified until Finish: the first
 // pendingCap of them as they are, the rest as counts by label and stack
 // (one entry per distinct pair), so that the counts stay exact whatever
-// their number.
+// their number. The trace's Annotations (a big snapshot has millions)
+// are cut to the earliest MaxAnnotations as they are read at Finish,
+// with a buffer of twice the cap (earliestBeside), never one Marker each.
 
 import (
 	"cmp"
@@ -120,27 +122,48 @@ func (p *Profiler) finishMarkers() ([]Marker, int64) {
 		slices.SortStableFunc(m.kept, func(a, b Marker) int { return cmp.Compare(a.Event, b.Event) })
 		return slices.Clone(m.kept), dropped
 	}
-	out := make([]Marker, 0, min(len(m.kept)+len(m.beside), p.opts.MaxAnnotations))
-	for _, a := range m.beside {
-		if a.Event > p.events {
-			continue
-		}
-		out = append(out, Marker{Event: a.Event, Device: a.Device, TimeUS: a.TimeUS, Label: a.Name, Stage: a.Stage})
-	}
-	// An annotation that comes before event N sorts before the marker
-	// that is event N.
-	slices.SortStableFunc(out, func(a, b Marker) int {
-		if c := cmp.Compare(a.Event, b.Event); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Device, b.Device)
-	})
+	out, n := p.earliestBeside()
 	out = mergeMarkers(out, m.kept)
+	// n annotations beside, of which len(out)-len(m.kept) are in out.
+	dropped += n - int64(len(out)-len(m.kept))
 	if len(out) > p.opts.MaxAnnotations {
 		dropped += int64(len(out) - p.opts.MaxAnnotations)
 		out = out[:p.opts.MaxAnnotations:p.opts.MaxAnnotations]
 	}
 	return out, dropped
+}
+
+// earliestBeside returns the MaxAnnotations earliest of the trace's
+// Annotations within the events replayed, in event order (then device,
+// then the list's order: an annotation that comes before event N sorts
+// before the marker that is event N), and how many are within the events
+// replayed. No more than the cap can be listed, so no more than twice it
+// are held at a time (sorted and cut whenever the buffer fills): a
+// snapshot's millions of annotations cost no Marker each.
+func (p *Profiler) earliestBeside() ([]Marker, int64) {
+	limit := p.opts.MaxAnnotations
+	byEvent := func(a, b Marker) int {
+		if c := cmp.Compare(a.Event, b.Event); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Device, b.Device)
+	}
+	out := make([]Marker, 0, min(len(p.marks.beside), 2*limit))
+	var n int64
+	for _, a := range p.marks.beside {
+		if a.Event > p.events {
+			continue
+		}
+		n++
+		if len(out) == cap(out) {
+			// Stable: those kept precede the new ones in the list's order.
+			slices.SortStableFunc(out, byEvent)
+			out = out[:limit]
+		}
+		out = append(out, Marker{Event: a.Event, Device: a.Device, TimeUS: a.TimeUS, Label: a.Name, Stage: a.Stage})
+	}
+	slices.SortStableFunc(out, byEvent)
+	return out[:min(len(out), limit)], n
 }
 
 // mergeMarkers merges the annotations (sorted by Event) with the markers

@@ -2,6 +2,7 @@ package profiler_test
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -116,4 +117,45 @@ func labelsOf(prof *profiler.Profile) []string {
 		out = append(out, m.Label)
 	}
 	return out
+}
+
+// A snapshot's millions of annotations beside the events: Finish lists
+// the MaxAnnotations earliest by event (then device, then the list's
+// order), the same as sorting them all would, counts the rest, and holds
+// no Marker for each of them (before, a Marker each was made and sorted:
+// about 80 MB here).
+func TestMarkerAnnotationsBesideMillions(t *testing.T) {
+	const n = 1 << 20
+	tr := stepMarkedTrace(2) // 10 events, two of them ≈2.4 markers
+	ann := make([]trace.Annotation, n)
+	for i := range ann {
+		// Time order across two devices: device 1's come before event
+		// 10 (after device 0's last), device 0's spread over its events.
+		dev := int32(i % 2)
+		ev := int64(10)
+		if dev == 0 {
+			ev = int64(i/2) * 10 / (n / 2)
+		}
+		ann[i] = trace.Annotation{Device: dev, TimeUS: int64(i), Name: "r", Stage: []string{"START", "END"}[i/2%2], Event: ev}
+	}
+	tr.Annotations = ann
+	const limit = 1000
+	p := profiler.New(tr.Stacks, profiler.Options{MaxAnnotations: limit})
+	_, err := replay.RunTrace(tr, replay.Options{Recorder: p})
+	require.NoError(t, err)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	prof := p.Finish()
+	runtime.ReadMemStats(&after)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(8<<20), "bytes allocated by Finish")
+
+	var want []profiler.Marker
+	for _, a := range trace.SortedByEvent(ann) {
+		want = append(want, profiler.Marker{Event: a.Event, Device: a.Device, TimeUS: a.TimeUS, Label: a.Name, Stage: a.Stage})
+	}
+	// The two ≈2.4 markers are events 8 and 9: after the annotations
+	// before them.
+	require.Len(t, markersOf(prof), limit)
+	assert.Equal(t, want[:limit], markersOf(prof))
+	assert.EqualValues(t, n+2-limit, prof.MarkersDropped)
 }
