@@ -9,12 +9,17 @@
 //	go run ./bench/annotate big.pickle big-annotated.pickle
 //
 // It holds the whole trace in memory (about 3.7 GB for 25 M entries).
+// The annotations are trace.Annotations (the writer lists them in
+// external_annotations): markers among the events would be written as
+// ≈2.4's user_defined entries.
 package main
 
 import (
 	"bufio"
+	"cmp"
 	"fmt"
 	"os"
+	"slices"
 
 	"github.com/memreplay/memreplay/trace"
 )
@@ -29,29 +34,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "annotate:", err)
 		os.Exit(2)
 	}
-	out := make([]trace.Event, 0, len(tr.Events)+len(tr.Events)/1000)
-	start := tr.Stacks.Intern([]trace.Frame{{Filename: "Optimizer.step#AdamW.step", Name: "START"}})
-	end := tr.Stacks.Intern([]trace.Frame{{Filename: "Optimizer.step#AdamW.step", Name: "END"}})
-	open, since, n := false, 0, 0
+	// external_annotations (trace.Annotation, beside the events): the
+	// importer places a START before the first entry at its time or later
+	// and an END after the entries at its time, so a START at the next
+	// entry's time and an END at the alloc's own time both land right
+	// after the alloc.
+	open, since := false, 0
 	for i, e := range tr.Events {
-		out = append(out, e)
 		since++
-		// The importer puts a START before the first entry at its time or
-		// later and an END after the entries at its time: a START at the
-		// next entry's time and an END at the alloc's own time both land
-		// right after the alloc, so the writer lists them in
-		// external_annotations rather than as user_defined entries.
 		if e.Action == trace.ActionAlloc && since >= 2000 && i+1 < len(tr.Events) && tr.Events[i+1].Device == e.Device && tr.Events[i+1].TimeUS > e.TimeUS {
-			m := trace.Event{Action: trace.ActionMarker, Device: e.Device, TimeUS: tr.Events[i+1].TimeUS, Label: "Optimizer.step#AdamW.step", Stack: start}
+			a := trace.Annotation{Device: e.Device, TimeUS: tr.Events[i+1].TimeUS, Name: "Optimizer.step#AdamW.step", Stage: "START"}
 			if open {
-				m.Stack, m.TimeUS = end, e.TimeUS
+				a.TimeUS, a.Stage = e.TimeUS, "END"
 			}
 			open = !open
-			out = append(out, m)
-			since, n = 0, n+1
+			tr.Annotations = append(tr.Annotations, a)
+			since = 0
 		}
 	}
-	tr.Events = out
+	// PyTorch's list is in time order (one ring buffer for all devices).
+	slices.SortStableFunc(tr.Annotations, func(a, b trace.Annotation) int { return cmp.Compare(a.TimeUS, b.TimeUS) })
 	f, err := os.Create(os.Args[2])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "annotate:", err)
@@ -69,5 +71,5 @@ func main() {
 		fmt.Fprintln(os.Stderr, "annotate:", err)
 		os.Exit(1)
 	}
-	fmt.Printf("%d annotations, %d events\n", n, len(out))
+	fmt.Printf("%d annotations, %d events\n", len(tr.Annotations), len(tr.Events))
 }
