@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 
@@ -416,4 +417,30 @@ func TestReadPyTorchOlderTrialMarkers(t *testing.T) {
 	tr := mustReadPT(t, snap, false)
 	require.Len(t, tr.Events, 1)
 	assert.Equal(t, "trial 7", tr.Events[0].Label)
+}
+
+// The import of a snapshot with many external_annotations allocates for
+// each about what the pickle's dict and the Annotation take (≈200
+// bytes), not five times the Annotation (the list grown by append: ≈460
+// bytes each).
+func TestImportAnnotationsMemory(t *testing.T) {
+	const n = 1 << 18
+	tr := &Trace{Header: Header{Source: "pytorch"}, Stacks: NewStacks(), Events: []Event{
+		{Action: ActionAlloc, Addr: 1 << 20, Size: 512, TimeUS: n / 2},
+	}}
+	names := []string{"forward", "backward", "Optimizer.step#AdamW.step"}
+	for i := range n {
+		tr.Annotations = append(tr.Annotations, Annotation{Device: int32(i % 2), TimeUS: int64(i), Name: names[i%3], Stage: []string{"START", "END"}[i/2%2]})
+	}
+	var buf bytes.Buffer
+	require.NoError(t, WritePyTorch(&buf, tr))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	back, err := ReadPyTorch(bytes.NewReader(buf.Bytes()), "ann.pickle")
+	runtime.ReadMemStats(&after)
+	require.NoError(t, err)
+	require.Len(t, back.Annotations, n)
+	perAnn := float64(after.TotalAlloc-before.TotalAlloc) / n
+	t.Logf("%.0f bytes allocated per annotation", perAnn)
+	assert.Less(t, perAnn, 320.0)
 }
