@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -147,7 +146,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	if o.Packed != nil {
 		final, hasFinal = o.Packed.Final, o.Packed.HasFinal
 	} else {
-		if err := eachEvent(r, func(e *trace.Event) error { c.Event(0, e); return nil }); err != nil {
+		if err := eachEvent(r, func(e *trace.Event) error { c.Event(c.events, e); return nil }); err != nil {
 			return err
 		}
 		final, hasFinal = r.Final()
@@ -286,19 +285,28 @@ func (c *eventCounts) marker(i int64, e *trace.Event) {
 func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) []markerSummary {
 	by := map[string]*markerSummary{}
 	var order []*markerSummary
-	get := func(label string, first int64) *markerSummary {
+	// first is where each label first appears: its first event, then
+	// an annotation (which comes before the event it names) before a
+	// marker, then the annotation's device and place in the list (the
+	// order of trace.SortedByEvent, without a sorted copy of the list).
+	first := map[*markerSummary]markerFirst{}
+	get := func(label string, at markerFirst) *markerSummary {
 		m := by[label]
 		if m == nil {
-			m = &markerSummary{Label: label, FirstEvent: first}
+			m = &markerSummary{Label: label, FirstEvent: at.event}
 			by[label] = m
 			order = append(order, m)
+			first[m] = at
 		}
-		m.FirstEvent = min(m.FirstEvent, first)
+		if at.before(first[m]) {
+			first[m] = at
+			m.FirstEvent = at.event
+		}
 		return m
 	}
 	for _, label := range c.markerOrder {
 		mc := c.markers[label]
-		ms := get(label, mc.first)
+		ms := get(label, markerFirst{event: mc.first, marker: true})
 		for id, n := range mc.stacks {
 			ms.Count += n
 			switch trace.AnnotationStage(&trace.Event{Action: trace.ActionMarker, Label: label, Stack: id}, s) {
@@ -312,8 +320,9 @@ func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) [
 	if len(ann) == 0 {
 		return derefSummaries(order)
 	}
-	for _, a := range trace.SortedByEvent(ann) {
-		ms := get(a.Name, a.Event)
+	for i := range ann {
+		a := &ann[i]
+		ms := get(a.Name, markerFirst{event: a.Event, device: a.Device, index: i})
 		ms.Count++
 		if a.Stage == "START" {
 			ms.Start++
@@ -322,7 +331,15 @@ func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) [
 		}
 	}
 	// First appearance; at the same event, the annotation comes first.
-	slices.SortStableFunc(order, func(a, b *markerSummary) int { return cmp.Compare(a.FirstEvent, b.FirstEvent) })
+	slices.SortStableFunc(order, func(a, b *markerSummary) int {
+		switch fa, fb := first[a], first[b]; {
+		case fa.before(fb):
+			return -1
+		case fb.before(fa):
+			return 1
+		}
+		return 0
+	})
 	if len(order) > maxMarkerLabels {
 		kept := order[:maxMarkerLabels:maxMarkerLabels]
 		rest := by[""] // "(other labels)"
@@ -339,6 +356,27 @@ func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) [
 		order = kept
 	}
 	return derefSummaries(order)
+}
+
+// markerFirst is where a marker label appears (markerSummaries).
+type markerFirst struct {
+	event  int64
+	marker bool // a marker event; else an annotation before event
+	device int32
+	index  int // the annotation's place in Trace.Annotations
+}
+
+func (a markerFirst) before(b markerFirst) bool {
+	if a.event != b.event {
+		return a.event < b.event
+	}
+	if a.marker != b.marker {
+		return !a.marker
+	}
+	if a.device != b.device {
+		return a.device < b.device
+	}
+	return a.index < b.index
 }
 
 func derefSummaries(ms []*markerSummary) []markerSummary {

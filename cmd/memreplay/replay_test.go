@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/memreplay/memreplay/sim/replay"
+	"github.com/memreplay/memreplay/trace"
 )
 
 const (
@@ -399,4 +400,33 @@ func TestInspectAnnotationMarkers(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
 	require.Len(t, in["markers"], 2)
 	assert.Equal(t, "START", in["markers"].([]any)[0].(map[string]any)["stage"])
+}
+
+// inspect lists labels by first appearance: an annotation that comes
+// before event N appears before the marker that is event N (before, the
+// marker's label came first), and the annotations' labels among
+// themselves by their event. A native trace's markers are at their own
+// index (inspect counted every event of a file it streams as event 0).
+func TestInspectAnnotationBeforeMarker(t *testing.T) {
+	st := trace.NewStacks()
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay-test"}, Stacks: st, Events: []trace.Event{
+		{Action: trace.ActionAlloc, Addr: 1 << 20, Size: 512, TimeUS: 1},
+		{Action: trace.ActionMarker, Label: "step 1", TimeUS: 2},
+		{Action: trace.ActionFreeRequested, Addr: 1 << 20, Size: 512, TimeUS: 3},
+	}, Annotations: []trace.Annotation{
+		{Device: 0, TimeUS: 1, Name: "late", Stage: "START", Event: 2},
+		{Device: 0, TimeUS: 2, Name: "fwd", Stage: "START", Event: 1},
+		{Device: 0, TimeUS: 3, Name: "fwd", Stage: "END", Event: 3},
+	}}
+	path := filepath.Join(t.TempDir(), "a.mrt")
+	require.NoError(t, trace.WriteFile(path, tr))
+	code, stdout, stderr := runCLI("inspect", "--format", "json", path)
+	require.Equal(t, 0, code, stderr)
+	var in map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+	var labels []string
+	for _, m := range in["markers"].([]any) {
+		labels = append(labels, m.(map[string]any)["label"].(string))
+	}
+	assert.Equal(t, []string{"fwd", "step 1", "late"}, labels)
 }
