@@ -667,7 +667,36 @@ func (u *unpickler) itemSlice(n int) []pyItem {
 	return s
 }
 
+// run decodes the pickle (ops). An input of unknown size (a pipe) that
+// fails inside a FRAME is first read on towards the frame's declared end,
+// at most pipeFrameLookahead bytes: one that ends inside the frame then
+// fails as a file cut at the same byte does, truncated at the FRAME
+// (frameCut), whatever its bytes before the cut made of the stack. A file
+// knows its size at the FRAME; a pipe learns it only by reading, which
+// only a failed decode can afford to do ahead of the opcodes.
 func (u *unpickler) run() (pv, error) {
+	v, err := u.ops()
+	if err == nil || u.size >= 0 || u.srcErr != nil {
+		return v, err
+	}
+	for start := u.base + int64(len(u.data)); !u.eof && u.base+int64(len(u.data)) < u.frameEnd &&
+		u.base+int64(len(u.data))-start < pipeFrameLookahead; {
+		u.more(len(u.data), len(u.data), int(min(u.frameEnd-u.base-int64(len(u.data)), int64(pickleWindow))))
+	}
+	if e := u.frameCut(); e != nil && u.srcErr == nil {
+		return v, e
+	}
+	return v, err
+}
+
+// pipeFrameLookahead bounds how far a failed decode of a pipe reads on to
+// find the end of its FRAME (run). Python's pickler closes a frame at
+// 64 KiB, so only a hostile FRAME reaches the bound; past it the pipe's
+// own error stands where a file would say "truncated".
+const pipeFrameLookahead = 64 << 20
+
+// ops runs the opcodes to STOP.
+func (u *unpickler) ops() (pv, error) {
 	data := u.data
 	pos := 0
 	for {
