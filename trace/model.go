@@ -242,6 +242,17 @@ func AnnotationsOf(r Reader) []Annotation {
 	return nil
 }
 
+// AnnotationsComplete says whether r's annotations (AnnotationsOf) are
+// complete before its events are read: true for every reader but a
+// native file's not yet read to its end, which keeps them after its
+// events.
+func AnnotationsComplete(r Reader) bool {
+	if l, ok := r.(interface{ annotationsLater() bool }); ok {
+		return !l.annotationsLater()
+	}
+	return true
+}
+
 // NewReader streams an in-memory trace.
 func (t *Trace) NewReader() Reader { return &sliceReader{t: t} }
 

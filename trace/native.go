@@ -1055,6 +1055,9 @@ func (r *nativeReader) Initial() ([]Segment, bool) {
 }
 
 // Annotations returns the annotations, once Next has returned io.EOF.
+// annotationsLater: the annotations follow the events (AnnotationsComplete).
+func (r *nativeReader) annotationsLater() bool { return r.err != io.EOF }
+
 func (r *nativeReader) Annotations() []Annotation {
 	if r.err != io.EOF {
 		return nil

@@ -62,6 +62,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 
 	"github.com/memreplay/memreplay/allocator"
@@ -114,23 +115,96 @@ type ReplayRecorder struct {
 	done    bool
 	err     error
 
-	// shifts maps the input's event indices to the recording's, for the
-	// input's annotations (trace.Annotation), which are placed at Finish
-	// (a streamed input has them only at its end): from input event
-	// shifts[k].in on, the recording's index is the input's plus
-	// shifts[k].by, until the next entry. An entry is added only when
-	// the difference changes (at decisions, inferred and left-out
-	// inputs), so it stays small next to the events.
-	shifts  []recShift
+	// at places the input's annotations (trace.Annotation) among the
+	// recording's events, at Finish (a streamed native input has them
+	// only at its end); nil when the input has none.
+	at      *recAnnAt
 	stepped int64 // one past the last input index stepped
 }
 
-// recShift is one entry of ReplayRecorder.shifts.
-// A flat entry maps every input of its stretch (inputs not stepped) to
-// in+by.
-type recShift struct {
-	in, by int64
-	flat   bool
+// recAnnAt keeps what places an input's annotations in the recording:
+// an annotation before input event u comes before the recording's events
+// for u, at f(u), the number of events the inputs before u recorded. f
+// is kept as each input's count, f(u+1)-f(u), two bits an input (3: the
+// count is in over), from the first input stepped on (f of it and of
+// every input before: base), in chunks of countChunk bytes (grown by
+// append, one slice would be copied, and its old copies left to the
+// collector, at each doubling). A quarter of a byte an input, for inputs
+// whose annotations are not known before the replay (a native file's);
+// an input known to have none keeps nothing. Inputs that recorded
+// nothing (a free_completed its free_requested consumed, a marker, an
+// input the replay skipped) count 0, so an annotation before one of them
+// comes after the events before it.
+type recAnnAt struct {
+	counts  [][]byte
+	over    map[int64]int64
+	started bool
+	base    int64 // f(first), f of every input up to the first stepped
+	first   int64 // the first input stepped
+	last    int64 // the last input stepped
+	lastF   int64 // f(last)
+}
+
+// step notes that input index begins at recording index f (the events
+// recorded so far): the inputs from the last one stepped up to index
+// recorded f-lastF events, all counted to the last one.
+func (a *recAnnAt) step(index, f int64) {
+	if !a.started {
+		a.started, a.base, a.first, a.last, a.lastF = true, f, index, index, f
+		return
+	}
+	a.count(a.last-a.first, f-a.lastF)
+	a.last, a.lastF = index, f
+}
+
+// countChunk is the size of recAnnAt's chunks of counts (4 inputs a byte).
+const countChunk = 64 << 10
+
+func (a *recAnnAt) count(u, n int64) {
+	for int64(len(a.counts)) <= u>>2/countChunk {
+		a.counts = append(a.counts, make([]byte, countChunk))
+	}
+	if n >= 3 {
+		if a.over == nil {
+			a.over = map[int64]int64{}
+		}
+		a.over[u] = n
+		n = 3
+	}
+	a.counts[u>>2/countChunk][u>>2%countChunk] |= byte(n) << (2 * (u & 3))
+}
+
+// place sets each annotation's Event to f of it; one at or past stepped
+// (the input's end, or past where the replay stopped) comes after the
+// recording's last event (events).
+func (a *recAnnAt) place(ann []trace.Annotation, stepped, events int64) {
+	order := make([]int, len(ann))
+	for i := range order {
+		order[i] = i
+	}
+	sort.SliceStable(order, func(i, j int) bool { return ann[order[i]].Event < ann[order[j]].Event })
+	u, f := a.first, a.base
+	for _, i := range order {
+		e := ann[i].Event
+		switch {
+		case !a.started || e >= stepped:
+			ann[i].Event = events
+			continue
+		case e <= a.first:
+			ann[i].Event = a.base
+			continue
+		}
+		for u < e {
+			k := u - a.first
+			n := int64(a.counts[k>>2/countChunk][k>>2%countChunk]>>(2*(k&3))) & 3
+			if n == 3 {
+				n = a.over[k]
+			}
+			f += n
+			u++
+		}
+		ann[i].Event = f
+	}
 }
 
 type recDev struct {
@@ -178,7 +252,11 @@ func NewReplayRecorderPyTorch(w io.Writer, dir string, src trace.Reader, o Repla
 }
 
 func newReplayRecorder(src trace.Reader, o ReplayRecordOptions) *ReplayRecorder {
-	return &ReplayRecorder{src: src, stacks: src.Stacks(), opts: o, devs: map[int32]*recDev{}}
+	r := &ReplayRecorder{src: src, stacks: src.Stacks(), opts: o, devs: map[int32]*recDev{}}
+	if !trace.AnnotationsComplete(src) || len(trace.AnnotationsOf(src)) > 0 {
+		r.at = &recAnnAt{}
+	}
+	return r
 }
 
 // Attach implements Recorder.
@@ -256,45 +334,22 @@ func (r *ReplayRecorder) Step(index int64, e *trace.Event) {
 	}
 	// What input index begins here is recorded from r.events: the
 	// events of this input (its decisions first) are still held.
-	if index > r.stepped {
-		// Inputs the replay skipped without a Step (a lenient replay's
-		// out-of-range device) recorded nothing: an annotation before
-		// any of them comes before this input's events, not one event
-		// per skipped input after the last stepped input's first.
-		r.shifts = append(r.shifts, recShift{in: r.stepped, by: r.events - r.stepped, flat: true})
-	}
-	if by := r.events - index; len(r.shifts) == 0 || r.shifts[len(r.shifts)-1].by != by || r.shifts[len(r.shifts)-1].flat {
-		r.shifts = append(r.shifts, recShift{in: index, by: by})
+	if r.at != nil {
+		r.at.step(index, r.events)
 	}
 	r.stepped = index + 1
 	r.flush()
 }
 
 // annotations returns the input's annotations with their Event moved to
-// the recording's: an annotation before input event N comes before the
-// recording's events for that input. One after the last input stepped
-// (at the input's end, or past where the replay stopped) comes after the
-// recording's last event.
+// the recording's (recAnnAt).
 func (r *ReplayRecorder) annotations() []trace.Annotation {
 	src := trace.AnnotationsOf(r.src)
-	if len(src) == 0 {
+	if len(src) == 0 || r.at == nil {
 		return nil
 	}
-	out := make([]trace.Annotation, len(src))
-	for i, a := range src {
-		if a.Event >= r.stepped {
-			a.Event = r.events
-		} else {
-			k := sort.Search(len(r.shifts), func(k int) bool { return r.shifts[k].in > a.Event }) - 1
-			switch {
-			case k >= 0 && r.shifts[k].flat:
-				a.Event = r.shifts[k].in + r.shifts[k].by
-			case k >= 0:
-				a.Event += r.shifts[k].by
-			}
-		}
-		out[i] = a
-	}
+	out := slices.Clone(src)
+	r.at.place(out, r.stepped, r.events)
 	return out
 }
 

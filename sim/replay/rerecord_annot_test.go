@@ -53,11 +53,25 @@ func TestReplayRecorderAnnotations(t *testing.T) {
 	_, err := replay.Run(r, replay.Options{Recorder: rr})
 	require.NoError(t, err)
 	require.NoError(t, rr.Finish())
+	native := bytes.Clone(buf.Bytes())
 	nr, err := trace.NewNativeReader(&buf, "rec.mrt")
 	require.NoError(t, err)
 	back, err := trace.ReadAll(nr)
 	require.NoError(t, err)
 	assert.Equal(t, want, back.Annotations)
+
+	// Recorded again from that native file, streamed (its annotations
+	// come after its events, known only at its end): placed as from the
+	// same trace in memory.
+	again, _ := recordReplay(t, back, replay.Options{})
+	nr, err = trace.NewNativeReader(bytes.NewReader(native), "rec.mrt")
+	require.NoError(t, err)
+	rr = replay.NewReplayRecorder(nr, replay.ReplayRecordOptions{Name: "test"})
+	_, err = replay.Run(nr, replay.Options{Recorder: rr})
+	require.NoError(t, err)
+	require.NoError(t, rr.Finish())
+	require.Len(t, again.Annotations, 3)
+	assert.Equal(t, again.Annotations, rr.Trace().Annotations)
 
 	// As a pickle: external_annotations, placed again by their times.
 	buf.Reset()
