@@ -147,7 +147,8 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	if o.Packed != nil {
 		final, hasFinal = o.Packed.Final, o.Packed.HasFinal
 	} else {
-		if err := eachEvent(r, func(e *trace.Event) error { c.Event(0, e); return nil }); err != nil {
+		var i int64 // the event's index, as a snapshot's import passes it
+		if err := eachEvent(r, func(e *trace.Event) error { c.Event(i, e); i++; return nil }); err != nil {
 			return err
 		}
 		final, hasFinal = r.Final()
