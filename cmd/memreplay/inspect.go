@@ -201,7 +201,7 @@ func inspectCmd(args []string, stdout, stderr io.Writer) error {
 	in.Markers = c.markerSummaries(r.Stacks(), ann)
 	// Decisions to compare: the recorded segment and oom entries, or the
 	// alloc addresses of a trace with a final state to check against.
-	in.Checkable = replay.Checkable(h.Source, in.Decisions, in.Actions["alloc"], hasFinal)
+	in.Checkable = replay.Checkable(h.Source, in.Decisions, in.Actions["alloc"], len(final))
 
 	if *format == "json" {
 		enc := json.NewEncoder(stdout)

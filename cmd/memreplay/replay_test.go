@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -429,4 +430,43 @@ func TestInspectAnnotationBeforeMarker(t *testing.T) {
 		labels = append(labels, m.(map[string]any)["label"].(string))
 	}
 	assert.Equal(t, []string{"fwd", "step 1", "late"}, labels)
+}
+
+// TestInspectNativeMarkerFirstEvent: a streamed trace's markers are
+// listed at the index of their first event, as a snapshot's are; they
+// were all "first at event 0" when the streamed count passed no index.
+func TestInspectNativeMarkerFirstEvent(t *testing.T) {
+	file := "../../traces/trial/bert-base_b16_s128_fp16.mrt"
+	o, err := trace.Open(file)
+	require.NoError(t, err)
+	want := map[string]float64{}
+	var e trace.Event
+	for i := 0; ; i++ {
+		err := o.Reader.Next(&e)
+		if err == io.EOF {
+			break
+		}
+		require.NoError(t, err)
+		if _, seen := want[e.Label]; e.Action == trace.ActionMarker && !seen {
+			want[e.Label] = float64(i)
+		}
+	}
+	require.NoError(t, o.Close())
+	require.Len(t, want, 4)
+
+	code, stdout, stderr := runCLI("inspect", "--format", "json", file)
+	require.Equal(t, 0, code, stderr)
+	var in struct {
+		Markers []struct {
+			Label      string  `json:"label"`
+			FirstEvent float64 `json:"first_event"`
+		} `json:"markers"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &in))
+	got := map[string]float64{}
+	for _, m := range in.Markers {
+		got[m.Label] = m.FirstEvent
+	}
+	require.Equal(t, want, got)
+	require.Greater(t, got["step 2"], got["step 1"])
 }

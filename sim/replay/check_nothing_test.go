@@ -48,7 +48,8 @@ func TestCheckNothingToCheck(t *testing.T) {
 			}
 		})
 	}
-	require.True(t, replay.Checkable("memreplay", 0, 3, true), "alloc addresses against an end state")
-	require.False(t, replay.Checkable("memreplay", 0, 0, true), "an end state alone")
-	require.False(t, replay.Checkable(trace.SourceRMM, 1, 3, false))
+	require.True(t, replay.Checkable("memreplay", 0, 3, 1), "alloc addresses against an end state")
+	require.False(t, replay.Checkable("memreplay", 0, 0, 1), "an end state alone")
+	require.False(t, replay.Checkable(replay.SourcePyTorch, 0, 3, 0), "alloc addresses and an empty end state: none recorded")
+	require.False(t, replay.Checkable(trace.SourceRMM, 1, 3, 0))
 }

@@ -678,7 +678,7 @@ func (rp *replayer) finish() error {
 		}
 	}
 	final, hasFinal := rp.r.Final()
-	if c := rp.check; c != nil && !Checkable(rp.header.Source, rp.decisionsRead, rp.allocsRead, hasFinal) {
+	if c := rp.check; c != nil && !Checkable(rp.header.Source, rp.decisionsRead, rp.allocsRead, len(final)) {
 		// Without recorded decisions, an alloc's address is the
 		// recorder's (RMM's pool, a generator), not a caching allocator's
 		// decision; with no alloc either, a final state only repeats the

@@ -146,16 +146,21 @@ const NothingToCheckMessage = "nothing to check: the trace records no decision o
 	"(segment or oom entry) and no end state to compare with"
 
 // Checkable says whether a check has anything to compare in a trace from
-// source with that many decision and alloc entries and, when hasFinal, an
-// end state: recorded decisions, or alloc addresses placed by the
-// allocator whose end state the trace holds. inspect answers with it too.
-func Checkable(source string, decisions, allocs int64, hasFinal bool) bool {
+// source with that many decision and alloc entries and an end state of
+// finalSegments segments (0 also when it has none): recorded decisions, or
+// alloc addresses placed by the allocator whose end state the trace holds.
+// An empty end state does not count: with allocs and no decision entry, a
+// recording allocator would have left the segments that held them (or
+// recorded their segment_free), so the list is empty because nothing was
+// recorded, as in a generated trace written as a snapshot (convert
+// trial.mrt trial.pickle). inspect answers with it too.
+func Checkable(source string, decisions, allocs int64, finalSegments int) bool {
 	if source == trace.SourceRMM {
 		// Its oom entries are RMM's memory resource failing, not a
 		// caching allocator's decision.
 		return false
 	}
-	return decisions > 0 || (hasFinal && allocs > 0)
+	return decisions > 0 || (finalSegments > 0 && allocs > 0)
 }
 
 // Passed reports whether every decision and the final layout matched, and

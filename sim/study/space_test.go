@@ -177,3 +177,14 @@ func FuzzParseSpace(f *testing.F) {
 		require.Equal(t, s, back)
 	})
 }
+
+// TestUnknownModelListsTheNamesOnce: a space naming a model that is not a
+// preset says which are, once (it said them twice, "(known: ...)" and
+// again "(presets: ...)").
+func TestUnknownModelListsTheNamesOnce(t *testing.T) {
+	_, err := ParseSpace([]byte(`{"name": "x", "models": ["bert-huge"], "choices": {"batch_sizes": [8], "seq_lens": [128]}}`))
+	require.Error(t, err)
+	msg := err.Error()
+	require.Contains(t, msg, `models[0]: unknown model "bert-huge" (known: `)
+	require.Equal(t, 1, strings.Count(msg, "bert-base"), msg)
+}

@@ -117,11 +117,7 @@ func toModelJSON(m trial.Model) modelJSON {
 // model resolves a preset's name or builds the custom shape.
 func (m modelJSON) model() (trial.Model, error) {
 	if m.custom == nil {
-		p, err := trial.LookupModel(m.preset)
-		if err != nil {
-			return trial.Model{}, fmt.Errorf("%v (presets: %s)", err, presetNames())
-		}
-		return p, nil
+		return trial.LookupModel(m.preset) // its error lists the known names
 	}
 	c := m.custom
 	return trial.Model{Name: c.Name, Arch: c.Arch, Layers: c.Layers, Hidden: c.Hidden, Heads: c.Heads,
@@ -271,14 +267,6 @@ func parseSpace(b []byte) (Space, error) {
 		return Space{}, err
 	}
 	return s, nil
-}
-
-func presetNames() string {
-	var n []string
-	for _, m := range trial.Models() {
-		n = append(n, m.Name)
-	}
-	return strings.Join(n, ", ")
 }
 
 // jsonError turns encoding/json's errors into "line:col: field x: ..." text.
