@@ -47,7 +47,7 @@ race:
 # The tests that count heap allocations skip under the race detector (it
 # allocates): run them again without it, so that CI checks them.
 allocs:
-	$(GO) test -count=1 -run 'TestRecordAllocatesNothingPerEntry|TestReleasedReaderAllocations|TestGrowingToPeakAllocatesInChunks' ./allocator ./sim/replay ./sim/trial
+	$(GO) test -count=1 -run 'TestRecordAllocatesNothingPerEntry|TestRecordNativeInputMemoryFlat|TestReleasedReaderAllocations|TestGrowingToPeakAllocatesInChunks' ./allocator ./sim/replay ./sim/trial
 
 # Coverage-guided fuzzing of the allocator, the settings parser, the
 # placement solver and its CSV reader, the trace
