@@ -23,9 +23,11 @@ When OUTPUT ends in .pickle or .pkl, it is written as a PyTorch memory
 snapshot instead (what torch.cuda.memory._dump_snapshot writes), which
 pytorch.org/memory_viz, pickle.load and memreplay itself open. memreplay's
 own annotations become PyTorch's: trials and markers are user_defined
-entries, empty_cache, stream_sync and record_stream are left out. A trace
-without its end state (a native trace recorded without one, an RMM log)
-gets an empty segment list: memory_viz's Active Memory Timeline works, its
+entries, empty_cache, stream_sync and record_stream are left out. A
+snapshot's record_function annotations (external_annotations) are kept
+by either format and written back as they were read. A trace without its
+end state (a native trace recorded without one, an RMM log) gets an
+empty segment list: memory_viz's Active Memory Timeline works, its
 Allocator State History needs the end state, which 'memreplay replay
 --record OUT.pickle TRACE' writes. See "Writing PyTorch snapshots" in
 docs/trace-format.md.

@@ -32,7 +32,7 @@ Usage:
   memreplay report [flags] TRACE... -o report.html
                                      write a self-contained HTML memory report
   memreplay inspect [flags] TRACE    say what a trace holds
-  memreplay convert IN OUT           convert a trace to memreplay's streaming format
+  memreplay convert IN OUT           convert a trace to memreplay's format, or to a PyTorch snapshot
   memreplay par [flags] [TRACE...]   how many trials fit on one GPU at once (PAR)
   memreplay trials [flags]           run an HPO study on the simulated GPU
   memreplay synth [flags] -o OUT     generate one fine-tuning trial's trace
