@@ -153,6 +153,9 @@ func (a *recAnnAt) step(index, f int64) {
 		a.started, a.base, a.first, a.last, a.lastF = true, f, index, index, f
 		return
 	}
+	if index <= a.last {
+		return // stepped again: its events still count to the last input
+	}
 	a.count(a.last-a.first, f-a.lastF)
 	a.last, a.lastF = index, f
 }
