@@ -243,12 +243,36 @@ func AnnotationsOf(r Reader) []Annotation {
 }
 
 // AnnotationsComplete says whether r's annotations (AnnotationsOf) are
-// complete before its events are read: true for every reader but a
-// native file's not yet read to its end, which keeps them after its
-// events.
+// complete before its events are read: true for every reader but one
+// that says they come later (LaterReader): a native file's not yet read
+// to its end, which keeps them after its events, or a speculative
+// replay's (sim/replay/speculate), which has them once the import is
+// over.
 func AnnotationsComplete(r Reader) bool {
-	if l, ok := r.(interface{ annotationsLater() bool }); ok {
-		return !l.annotationsLater()
+	if l, ok := r.(LaterReader); ok {
+		return !l.AnnotationsLater()
+	}
+	return true
+}
+
+// LaterReader is a Reader that may learn part of what it describes only
+// after its events were read.
+type LaterReader interface {
+	// AnnotationsLater says the annotations (AnnotationsOf) are not
+	// complete yet.
+	AnnotationsLater() bool
+	// StacksLater says the stack table (Stacks) may not yet hold the
+	// stacks the events name: a speculative replay's, whose table is
+	// filled once the import is over, before anything reads its frames.
+	StacksLater() bool
+}
+
+// StacksComplete says whether r's stack table holds every stack its
+// events name as they are read: true for every reader but one that says
+// otherwise (LaterReader).
+func StacksComplete(r Reader) bool {
+	if l, ok := r.(LaterReader); ok {
+		return !l.StacksLater()
 	}
 	return true
 }

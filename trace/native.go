@@ -1055,8 +1055,13 @@ func (r *nativeReader) Initial() ([]Segment, bool) {
 }
 
 // Annotations returns the annotations, once Next has returned io.EOF.
-// annotationsLater: the annotations follow the events (AnnotationsComplete).
-func (r *nativeReader) annotationsLater() bool { return r.err != io.EOF }
+// AnnotationsLater implements LaterReader: the annotations follow the
+// events (AnnotationsComplete).
+func (r *nativeReader) AnnotationsLater() bool { return r.err != io.EOF }
+
+// StacksLater implements LaterReader: each stack comes before the first
+// event that names it.
+func (r *nativeReader) StacksLater() bool { return false }
 
 func (r *nativeReader) Annotations() []Annotation {
 	if r.err != io.EOF {

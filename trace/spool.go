@@ -80,11 +80,18 @@ type PyTorchSpool struct {
 
 	devs    []*spoolDev // by device ordinal; the packer's while it runs
 	checked []bool      // by StackID: stacks found valid
-	events  int64       // every event added, left out ones included
-	leftOut int64
-	hiDev   int32
-	err     error
-	closed  bool
+	// later: the stacks are checked at WriteSnapshot (CheckStacksLater);
+	// seen marks the stacks named so far, firstUse lists each at its
+	// first event, in order.
+	later    bool
+	seen     []bool
+	seenBig  map[StackID]bool
+	firstUse []spoolStackUse
+	events   int64 // every event added, left out ones included
+	leftOut  int64
+	hiDev    int32
+	err      error
+	closed   bool
 
 	// The packer (see the file comment): batch collects the events
 	// added, todo hands full batches over, free returns them; pending
@@ -131,6 +138,12 @@ const (
 	spoolDeviceFree = 0x80
 )
 
+// spoolStackUse is the first event (event) that names stack id.
+type spoolStackUse struct {
+	id    StackID
+	event int64
+}
+
 // NewPyTorchSpool creates the spool file in dir (os.TempDir() when dir is
 // empty). stacks is the table the events' stacks are in; it may grow while
 // events are added.
@@ -148,6 +161,14 @@ func NewPyTorchSpool(dir string, stacks *Stacks) (*PyTorchSpool, error) {
 	}
 	return s, nil
 }
+
+// CheckStacksLater makes the spool check the events' stacks against its
+// table at WriteSnapshot rather than as they are added, for a table that
+// is filled only after the events (a speculative replay's,
+// trace.StacksComplete). Nothing reads the table before then; an event's
+// stack not in it is then WriteSnapshot's error, in the words Add would
+// have used, naming the first such event. Call it before the first Add.
+func (s *PyTorchSpool) CheckStacksLater() { s.later = true }
 
 // Events returns the number of events added, left out ones included.
 func (s *PyTorchSpool) Events() int64 { return s.events }
@@ -197,8 +218,12 @@ func (s *PyTorchSpool) Add(e *Event) error {
 	if e.Action == ActionOOM && e.DeviceFree > math.MaxInt64 {
 		return s.fail("event %d device_free: %d bytes does not fit in int64", i, e.DeviceFree)
 	}
-	if e.Stack != 0 && !s.stackOK(i, e.Stack) {
-		return s.err
+	if e.Stack != 0 {
+		if s.later {
+			s.noteStack(i, e.Stack)
+		} else if !s.stackOK(i, e.Stack) {
+			return s.err
+		}
 	}
 	if s.batch == nil {
 		s.startPacker()
@@ -323,6 +348,34 @@ func (s *PyTorchSpool) stackOK(i int64, id StackID) bool {
 	s.checked[id] = true
 	return true
 }
+
+// noteStack notes event i's stack for the check at WriteSnapshot
+// (CheckStacksLater), the first time it is named.
+func (s *PyTorchSpool) noteStack(i int64, id StackID) {
+	if id < spoolSeenMax {
+		// Table IDs are dense: a flag each.
+		if int(id) < len(s.seen) && s.seen[id] {
+			return
+		}
+		for int(id) >= len(s.seen) {
+			s.seen = append(s.seen, false)
+		}
+		s.seen[id] = true
+	} else {
+		if s.seenBig[id] {
+			return
+		}
+		if s.seenBig == nil {
+			s.seenBig = map[StackID]bool{}
+		}
+		s.seenBig[id] = true
+	}
+	s.firstUse = append(s.firstUse, spoolStackUse{id, i})
+}
+
+// spoolSeenMax bounds the stack IDs noteStack marks in a slice (those
+// beyond, in a map).
+const spoolSeenMax = 1 << 24
 
 // pack appends e to the open block.
 func (d *spoolDev) pack(e *Event) {
@@ -461,6 +514,14 @@ func (s *PyTorchSpool) WriteSnapshot(w io.Writer, t *Trace) error {
 	s.sync()
 	if s.err != nil {
 		return s.err
+	}
+	if s.later {
+		for _, u := range s.firstUse {
+			if !s.stackOK(u.event, u.id) {
+				return s.err
+			}
+		}
+		s.later, s.seen, s.seenBig, s.firstUse = false, nil, nil, nil
 	}
 	ndev, err := ptStateDeviceCount(t, s.hiDev)
 	if err != nil {

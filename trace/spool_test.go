@@ -316,3 +316,52 @@ func TestPyTorchSpoolPackerFileError(t *testing.T) {
 		s.Close()
 	}
 }
+
+// CheckStacksLater: the events' stacks are checked against the table at
+// WriteSnapshot, so the table may be filled after them (a speculative
+// replay's, filled once the import is over): the same bytes as a spool
+// given the full table from the start; a stack still not in it is
+// WriteSnapshot's error, in Add's words, at its first event.
+func TestPyTorchSpoolCheckStacksLater(t *testing.T) {
+	for _, path := range ptSnapshotFiles(t) {
+		tr, err := ReadPyTorchFile(path)
+		require.NoError(t, err)
+		want, _ := spoolWrite(t, tr)
+		st := NewStacks()
+		s, err := NewPyTorchSpool(t.TempDir(), st)
+		require.NoError(t, err)
+		s.CheckStacksLater()
+		for i := range tr.Events {
+			require.NoError(t, s.Add(&tr.Events[i]))
+		}
+		*st = *tr.Stacks
+		rest := *tr
+		rest.Events = nil
+		var buf bytes.Buffer
+		require.NoError(t, s.WriteSnapshot(&buf, &rest))
+		require.True(t, bytes.Equal(want, buf.Bytes()), "%s", path)
+		require.NoError(t, s.Close())
+	}
+	bogus := NewStacks()
+	bogusID := bogus.InternIndices([]uint32{5})
+	for _, c := range []struct {
+		stacks *Stacks
+		stack  StackID
+		want   string
+	}{
+		{NewStacks(), 999, "event 2: stack 999 is not in the stack table"},
+		{NewStacks(), 1 << 30, "event 2: stack 1073741824 is not in the stack table"},
+		{nil, 1, "event 2: stack 1 is not in the stack table"},
+		{bogus, bogusID, "event 2: stack 1 names frame 5"},
+	} {
+		s, err := NewPyTorchSpool(t.TempDir(), c.stacks)
+		require.NoError(t, err)
+		s.CheckStacksLater()
+		for _, e := range []Event{{Action: ActionAlloc, Addr: 1, Size: 2}, {Action: ActionStreamSync}, {Action: ActionAlloc, Addr: 3, Size: 2, Stack: c.stack}, {Action: ActionFreeRequested, Addr: 3, Size: 2, Stack: c.stack}} {
+			require.NoError(t, s.Add(&e), "checked at WriteSnapshot")
+		}
+		err = s.WriteSnapshot(&bytes.Buffer{}, &Trace{})
+		require.ErrorContains(t, err, c.want)
+		require.NoError(t, s.Close())
+	}
+}

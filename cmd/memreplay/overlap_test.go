@@ -1,9 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -24,10 +26,12 @@ func speculateAll(t *testing.T, on bool) {
 }
 
 // The commands that replay a snapshot while it is imported write what
-// they wrote when they replayed it after: replay (json, table, --check)
-// and report's page, byte for byte, on a snapshot recorded from the start
-// (the speculative replay kept), one recorded from the start under other
-// settings and one that begins mid-run (discarded and replayed again).
+// they wrote when they replayed it after: replay (json, table, --check,
+// and the recording of --record, a pickle's recorded beside the import
+// too) and report's page, byte for byte, on a snapshot recorded from the
+// start (the speculative replay kept), one recorded from the start under
+// other settings and one that begins mid-run (discarded and replayed
+// again).
 func TestSpeculativeReplaySameOutput(t *testing.T) {
 	dir := t.TempDir()
 	fromStart := filepath.Join(dir, "start.pickle")
@@ -59,6 +63,10 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 			{"replay", "--lenient", "--format", "json", c.path},
 			{"replay", "--alloc-conf", "expandable_segments:True", "--format", "json", c.path},
 			{"report", "-o", "PAGE", c.path},
+			{"replay", "--format", "json", "--record", "REC.pickle", c.path},
+			{"replay", "--oom", "skip", "--record", "REC.pickle", c.path},
+			{"replay", "--alloc-conf", "expandable_segments:True", "--record", "REC.pickle", c.path},
+			{"replay", "--format", "json", "--record", "REC.mrt", c.path},
 		} {
 			var outs [2]string
 			for k, on := range []bool{false, true} {
@@ -68,6 +76,13 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 				if a[0] == "report" {
 					a[2] = page
 				}
+				rec := ""
+				for i := range a {
+					if strings.HasPrefix(a[i], "REC.") {
+						rec = filepath.Join(dir, fmt.Sprintf("rec%d", k)+strings.TrimPrefix(a[i], "REC"))
+						a[i] = rec
+					}
+				}
 				code, stdout, stderr := runCLI(a...)
 				require.Zero(t, code, "%v: %s", a, stderr)
 				outs[k] = stdout
@@ -76,8 +91,17 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 					require.NoError(t, err)
 					outs[k] = string(b)
 				}
+				if rec != "" {
+					b, err := os.ReadFile(rec)
+					require.NoError(t, err)
+					outs[k] += string(b)
+					// The path is in the message: the rest is the same.
+					outs[k] += strings.ReplaceAll(stderr, rec, "REC")
+				}
 				want := speculate.NotSpeculated
 				switch {
+				case on && strings.HasSuffix(rec, ".mrt"):
+					// A native recording needs the frames as it goes.
 				case on && a[1] == "--alloc-conf" && c.path == other:
 					want = speculate.Confirmed // its own settings replaced
 				case on && a[1] != "--lenient":
@@ -91,4 +115,46 @@ func TestSpeculativeReplaySameOutput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A speculative replay discarded leaves nothing of its recording: no
+// temporary file beside OUT, its spool closed (the spool is unlinked at
+// once, so only an open descriptor would show it); the kept one is OUT.
+func TestSpeculativeRecordDiscardedLeavesNothing(t *testing.T) {
+	speculateAll(t, true)
+	for _, c := range []struct {
+		path string
+		want speculate.Outcome
+	}{{partialTrace, speculate.Discarded}, {completeTrace, speculate.Confirmed}} {
+		dir := t.TempDir()
+		out := filepath.Join(dir, "out.pickle")
+		code, _, stderr := runCLI("replay", "--record", out, c.path)
+		require.Zero(t, code, stderr)
+		require.Equal(t, c.want, lastSpeculation)
+		ents, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		require.Equal(t, []string{"out.pickle"}, names)
+		_, err = trace.ReadPyTorchFile(out)
+		require.NoError(t, err)
+		require.Empty(t, openSpools(t), "a recording's spool left open")
+	}
+}
+
+// openSpools lists this process's open files that are recording spools.
+func openSpools(t *testing.T) []string {
+	fds, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skip("no /proc/self/fd")
+	}
+	var spools []string
+	for _, fd := range fds {
+		if l, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name())); err == nil && strings.Contains(l, ".memreplay-spool-") {
+			spools = append(spools, l)
+		}
+	}
+	return spools
 }

@@ -352,26 +352,61 @@ func readMemoryStats(path string, dev int) (*replay.MemoryStats, error) {
 
 // replayOnce opens and replays one trace with the profiler attached. A
 // large snapshot pickle replayed on the simulated GPU is replayed while it
-// is imported (speculate.OpenReplay); a recording or a real GPU wants the
-// replay once, after the import, and so does --lenient: a trace that
-// begins mid-run would be replayed to its end under the wrong guess
-// (its bad frees counted, not stopping it) before being replayed again.
+// is imported (speculate.OpenReplay), and so is its recording as a pickle
+// (--record OUT.pickle): the recorder spools the events and writes the
+// file at its Finish, which runs here, after OpenReplay, for the replay
+// it kept; a discarded replay's recording is dropped, spool and temporary
+// file. A native recording writes each stack's frames as it goes, which
+// the speculative replay has only at the end of the import, and a real
+// GPU wants the replay once: they replay after the import, and so does
+// --lenient: a trace that begins mid-run would be replayed to its end
+// under the wrong guess (its bad frees counted, not stopping it) before
+// being replayed again.
 func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
-	if rf.record != "" || (rf.device != "" && rf.device != "sim") || rf.lenient {
+	if (rf.record != "" && !isPickleName(rf.record)) || (rf.device != "" && rf.device != "sim") || rf.lenient {
 		lastSpeculation = speculate.NotSpeculated
 		return replayAfterOpen(path, opts, rf, stderr)
 	}
 	label := replayLabel(path, opts, nil)
-	o, res, prof, how, err := speculate.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *speculate.EventBounds) (*replay.Result, *profiler.Profiler, error) {
+	// Every recording started, the kept one's and a discarded one's: all
+	// but the kept one are dropped (abort after finish does nothing).
+	var recs []*recording
+	defer func() {
+		for _, rec := range recs {
+			rec.abort()
+		}
+	}()
+	type kept struct {
+		prof *profiler.Profiler
+		rec  *recording
+	}
+	o, res, k, how, err := speculate.OpenReplay(path, opts, func(r trace.Reader, total int64, bounds *speculate.EventBounds) (*replay.Result, kept, error) {
 		opts := opts
+		// A second call replays again: the first replay was discarded,
+		// its recording is dropped now (its spool is on disk).
+		for _, rec := range recs {
+			rec.abort()
+		}
+		recs = recs[:0]
+		var rec *recording
+		if rf.record != "" {
+			var err error
+			if rec, err = startRecording(rf.record, path, r, opts, rf.device); err != nil {
+				return nil, kept{}, err
+			}
+			recs = append(recs, rec)
+		}
 		pr := newProgress(stderr, label, total, rf.progress)
 		pr.totalFrom(bounds)
 		opts.Progress = pr.update
 		prof := newProfiler(r, total, bounds, rf)
 		opts.Recorder = prof
+		if rec != nil {
+			opts.Recorder = replay.Recorders(prof, rec.rr)
+		}
 		res, err := replay.Run(r, opts)
 		pr.done()
-		return res, prof, err
+		return res, kept{prof, rec}, err
 	})
 	lastSpeculation = how
 	if o == nil {
@@ -381,6 +416,12 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 	if err != nil {
 		return nil, err
 	}
+	if k.rec != nil {
+		if err := k.rec.finish(stderr); err != nil {
+			return nil, err
+		}
+	}
+	prof := k.prof
 	prof.Annotations(o.Annotations())
 	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
 }
@@ -415,8 +456,8 @@ func newProfiler(r trace.Reader, total int64, bounds *speculate.EventBounds, rf 
 	return profiler.New(r.Stacks(), opts)
 }
 
-// replayAfterOpen is replayOnce after the import: with --record or on a
-// real GPU.
+// replayAfterOpen is replayOnce after the import: with a native --record,
+// --lenient or on a real GPU.
 func replayAfterOpen(path string, opts replay.Options, rf *replayFlags, stderr io.Writer) (*report.Input, error) {
 	o, err := openTrace(path)
 	if err != nil {

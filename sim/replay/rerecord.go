@@ -57,6 +57,14 @@ package replay
 // the replay creates only after it (one the trace's header and initial
 // state do not name) is missing from the header's device list, and a
 // replay of the recording gives it the default capacity.
+//
+// A replay beside the import (sim/replay/speculate): the reader's stack
+// table and annotations are the import's only once it is over
+// (trace.StacksComplete, trace.AnnotationsComplete are false). A PyTorch
+// recording reads neither before Finish: its spool checks the stacks
+// there (CheckStacksLater), and recAnnAt places the annotations from its
+// per-input counts. A native one writes each stack's frames before its
+// first event, and fails on such a reader.
 
 import (
 	"errors"
@@ -250,6 +258,11 @@ func NewReplayRecorderPyTorch(w io.Writer, dir string, src trace.Reader, o Repla
 	if err != nil {
 		return nil, err
 	}
+	if !trace.StacksComplete(src) {
+		// A speculative replay's table is the trace's only once the
+		// import is over; the pickle reads it at Finish.
+		sp.CheckStacksLater()
+	}
 	r.w, r.spool, r.pytorch = w, sp, true
 	return r, nil
 }
@@ -424,6 +437,11 @@ func (r *ReplayRecorder) flush() {
 func (r *ReplayRecorder) start() {
 	r.started = true
 	if r.err != nil {
+		return
+	}
+	if !trace.StacksComplete(r.src) {
+		// The writer puts each stack's frames before its first event.
+		r.fail(errors.New("replay recording: the replayed trace's stacks come later, a native recording needs them as it goes"))
 		return
 	}
 	nw, err := trace.NewWriter(r.w, r.header())

@@ -551,3 +551,28 @@ func TestRecordingHasTheAllocatorsRequests(t *testing.T) {
 	tr.HasFinal = true
 	requireReplaysExactly(t, tr, nil)
 }
+
+// laterReader is a reader whose stack table and annotations come after
+// its events (a speculative replay's, sim/replay/speculate).
+type laterReader struct{ trace.Reader }
+
+func (laterReader) AnnotationsLater() bool { return true }
+func (laterReader) StacksLater() bool      { return true }
+
+// A native recording writes each stack's frames before its first event:
+// on a reader whose stacks come later it fails with a clear error rather
+// than writing frames it does not have.
+func TestRecordingNativeNeedsStacksAsItGoes(t *testing.T) {
+	src := trialTrace(t, "bert-base_b16_s128_fp16.mrt")
+	_, err := replay.Prepare(src)
+	require.NoError(t, err)
+	r := laterReader{src.NewReader()}
+	require.False(t, trace.StacksComplete(r))
+	require.False(t, trace.AnnotationsComplete(r))
+	var buf bytes.Buffer
+	rr := replay.NewReplayRecorderTo(&buf, r, replay.ReplayRecordOptions{Name: "test"})
+	_, err = replay.Run(r, replay.Options{Recorder: rr})
+	require.NoError(t, err)
+	require.ErrorContains(t, rr.Finish(), "a native recording needs them as it goes")
+	require.Zero(t, buf.Len())
+}

@@ -53,7 +53,12 @@ package speculate
 // block as a rule. The stack table the replay's recorders were given
 // becomes the trace's once the import is over: the import's table is
 // copied into it (OpenReplay), since the recorders read it only after the
-// replay.
+// replay; so do the import's annotations (the reader says both come later,
+// trace.LaterReader). A recording of the replay as a pickle (replay
+// --record OUT.pickle) is such a recorder: it spools its events beside the
+// import, checks their stacks and places the annotations when it writes
+// the file, after OpenReplay, for the replay kept; the caller drops a
+// discarded one's.
 //
 // The cost: the hand-over, and the profiler's samples that its timeline
 // does not keep (about 2.3% of the events of the 1 GB snapshot of
@@ -109,7 +114,10 @@ const (
 // recorders). OpenReplay may call it twice, the first time on another
 // goroutine, with events 0 and bounds on the number of events that narrow
 // while it runs (for profiler.Options.EventBounds; nil otherwise); what it
-// keeps must not read r.Stacks() until OpenReplay has returned.
+// keeps must not read r.Stacks() until OpenReplay has returned: r says so
+// (trace.StacksComplete is false), and its annotations are known only
+// then too (trace.AnnotationsComplete is false; trace.AnnotationsOf
+// returns them once OpenReplay has returned Confirmed).
 type ReplayFunc[T any] func(r trace.Reader, events int64, bounds *EventBounds) (*replay.Result, T, error)
 
 // OpenReplay opens path as replay.OpenPrepared does and replays it with run,
@@ -138,8 +146,8 @@ func OpenReplay[T any](path string, opts replay.Options, run ReplayFunc[T]) (o *
 	done := make(chan specRun, 1)
 	h0 := guessHeader(path)
 	stacks := trace.NewStacks()
+	r := &specReader{feed: feed, header: h0, stacks: stacks}
 	go func() {
-		r := &specReader{feed: feed, header: h0, stacks: stacks}
 		res, out, err := run(r, 0, feed.bounds)
 		feed.stop()
 		done <- specRun{res: res, out: out, err: err}
@@ -155,6 +163,9 @@ func OpenReplay[T any](path string, opts replay.Options, run ReplayFunc[T]) (o *
 		// the trace's (the import's own is no longer referred to).
 		*stacks = *o.Packed.Stacks
 		o.Packed.Stacks = stacks
+		// And the import's annotations its (a recorder places them at
+		// its Finish, from its per-input counts: AnnotationsLater).
+		r.ann = o.Annotations()
 		return o, sp.res, sp.out, Confirmed, sp.err
 	}
 	res, out, err = run(o.Reader, openedEvents(o), nil)
@@ -252,7 +263,9 @@ func confirmed(o *trace.Opened, h0 trace.Header, override bool, bounds *EventBou
 			used[d.Index] = true
 		}
 		for _, d := range h.Devices {
-			if d.Capacity != 0 || d.CapacitySource != "" || !used[d.Index] {
+			// A name the replay does not read, but a recording of it
+			// does (replay.ReplayRecorder's header).
+			if d.Capacity != 0 || d.CapacitySource != "" || d.Name != "" || !used[d.Index] {
 				return false
 			}
 		}
@@ -495,6 +508,7 @@ type specReader struct {
 	feed   *specFeed
 	header trace.Header
 	stacks *trace.Stacks
+	ann    []trace.Annotation // the import's, once Confirmed
 	cur    *trace.EventCursor // a packed segment being read, or
 	evs    []trace.Event      // what is left of a batch
 	eof    bool
@@ -505,6 +519,15 @@ func (r *specReader) Header() trace.Header             { return r.header }
 func (r *specReader) Stacks() *trace.Stacks            { return r.stacks }
 func (r *specReader) Initial() ([]trace.Segment, bool) { return nil, false }
 func (r *specReader) Close() error                     { return nil }
+
+// Annotations implements trace.AnnotationReader: none until OpenReplay
+// confirmed the replay, the import's then.
+func (r *specReader) Annotations() []trace.Annotation { return r.ann }
+
+// AnnotationsLater and StacksLater implement trace.LaterReader: both are
+// the import's, and become the reader's once it is over (OpenReplay).
+func (r *specReader) AnnotationsLater() bool { return true }
+func (r *specReader) StacksLater() bool      { return true }
 
 // Final is the imported end state, once every event was read.
 func (r *specReader) Final() ([]trace.Segment, bool) {
