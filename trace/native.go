@@ -45,10 +45,15 @@ package trace
 //     layout need a new version.
 //   - Annotations (Trace.Annotations, PyTorch's external_annotations) are
 //     not events: they go in annotations records (0xc0, ancillary, so a
-//     reader that predates them skips them and loses only them) after the
-//     events, each with the event index it comes before. An older reader
-//     of a newer file then reads the same events, which marker events in
-//     the stream would not have given it.
+//     reader that predates them skips them and loses only them), each with
+//     the event index it comes before. An older reader of a newer file
+//     then reads the same events, which marker events in the stream would
+//     not have given it. A writer that has the whole list before the
+//     events (WriteTrace, convert) puts it before them: a reader then has
+//     it once the header is read (a replay stopped at an OOM still lists
+//     them; a recording of it need not wait for them). One that learns
+//     them as it goes (a replay's recording) puts them after the events,
+//     where a reader has them at the end. Never both.
 //   - The header is JSON: it is small, read once and meant to grow. JSON
 //     numbers would turn allocator settings' int64 values into float64, so
 //     setting values are written as one-key objects naming their type.
@@ -195,6 +200,9 @@ type Writer struct {
 	// annPast is the largest Event of the annotations written: Close
 	// refuses a trace with fewer events (the reader would).
 	annPast int64
+	// annAhead: annotations were written before the first event, as the
+	// whole list (a reader takes them so); none may follow the events.
+	annAhead bool
 
 	// Version 2's time column: the zigzag time deltas of the events in
 	// buf from blockAt on (nt of them), written as a times record just
@@ -304,16 +312,23 @@ func (w *Writer) SetFinal(segs []Segment) error {
 
 // WriteAnnotations records annotations (Trace.Annotations), in their
 // order, each with its Event, which must be at most the number of events
-// the trace will have. Call it before SetFinal and Close, after the
-// events they refer to or not (a reader has them once it has read the
-// whole trace); it may be called more than once, the lists follow one
-// another.
+// the trace will have. Call it before SetFinal and Close. Called before
+// the first event, it writes the whole list (a reader has it once the
+// header is read), and may not be called again after events; called
+// after events (a reader has them once it has read the whole trace), it
+// may be called more than once, the lists follow one another.
 func (w *Writer) WriteAnnotations(ann []Annotation) error {
 	if w.err != nil {
 		return w.err
 	}
 	if w.phase >= phaseFinal {
 		return errors.New("trace: WriteAnnotations after SetFinal or Close")
+	}
+	if len(ann) == 0 {
+		return nil
+	}
+	if w.annAhead && w.events > 0 {
+		return errors.New("trace: WriteAnnotations after the events, the list having been written before them")
 	}
 	// All are checked first: a rejected list writes nothing, and leaves
 	// the file valid.
@@ -329,6 +344,7 @@ func (w *Writer) WriteAnnotations(ann []Annotation) error {
 		past = max(past, a.Event)
 	}
 	w.annPast = past
+	w.annAhead = w.annAhead || w.events == 0
 	var p []byte
 	for len(ann) > 0 && w.err == nil {
 		part := ann[:min(len(ann), annotationsPerRecord)]
@@ -645,15 +661,16 @@ func writeTrace(w io.Writer, t *Trace, version int) error {
 			return err
 		}
 	}
+	// The whole list is known: before the events (see the file comment).
+	if err := nw.WriteAnnotations(t.Annotations); err != nil {
+		nw.Close()
+		return err
+	}
 	for i := range t.Events {
 		if err := nw.WriteEvent(&t.Events[i], t.Stacks); err != nil {
 			nw.Close()
 			return err
 		}
-	}
-	if err := nw.WriteAnnotations(t.Annotations); err != nil {
-		nw.Close()
-		return err
 	}
 	if t.HasFinal {
 		if err := nw.SetFinal(t.Final); err != nil {
@@ -948,6 +965,7 @@ type nativeReader struct {
 	hasFinal  bool
 	ann       []Annotation
 	annNames  map[string]string // annName's interned names
+	annAhead  bool              // the annotations came before the events: all of them
 	events    int64
 	plain     int64 // of those, decoded by plainEvents (tests check that it ran)
 	inEvents  bool  // past the preamble: errors name an event index
@@ -1043,6 +1061,7 @@ func (r *nativeReader) preamble() error {
 		}
 		if t := r.buf[r.r]; t < tagControl || t == tagFinal || t == tagEnd {
 			r.inEvents = true
+			r.annAhead = len(r.ann) > 0
 			return nil
 		}
 	}
@@ -1057,14 +1076,14 @@ func (r *nativeReader) Initial() ([]Segment, bool) {
 // Annotations returns the annotations, once Next has returned io.EOF.
 // AnnotationsLater implements LaterReader: the annotations follow the
 // events (AnnotationsComplete).
-func (r *nativeReader) AnnotationsLater() bool { return r.err != io.EOF }
+func (r *nativeReader) AnnotationsLater() bool { return !r.annAhead && r.err != io.EOF }
 
 // StacksLater implements LaterReader: each stack comes before the first
 // event that names it.
 func (r *nativeReader) StacksLater() bool { return false }
 
 func (r *nativeReader) Annotations() []Annotation {
-	if r.err != io.EOF {
+	if !r.annAhead && r.err != io.EOF {
 		return nil
 	}
 	return r.ann
@@ -1761,6 +1780,9 @@ func (r *nativeReader) stackRef(v uint64) (StackID, bool) {
 // the event it comes before, device, zigzag time, stage (0 START, 1 END)
 // and name. readEnd checks the events against the trace's length.
 func (r *nativeReader) readAnnotations(start int, p *payload) error {
+	if r.annAhead {
+		return r.errAt(start, "annotations after the events, the list having come before them", nil)
+	}
 	n := p.uvarint()
 	// Each takes at least 5 bytes (three varints, the stage, the name's
 	// length): a larger count is corrupt.

@@ -144,3 +144,64 @@ func TestPlaceAnnotationsPacked(t *testing.T) {
 		require.Equal(t, want, ann)
 	}
 }
+
+// A list known before the events (WriteTrace, convert) is written before
+// them, whole: the reader has it as soon as it is opened, before any
+// event is read (AnnotationsComplete), which a replay stopped early and a
+// recording of the replay rely on. One written after the events is had
+// only at the end. The writer refuses to add after the events to a list
+// it wrote before them, and the reader refuses such a file.
+func TestNativeAnnotationsAhead(t *testing.T) {
+	tr := &Trace{Stacks: NewStacks(), Events: []Event{
+		{Action: ActionAlloc, Addr: 1 << 20, Size: 512, TimeUS: 7},
+		{Action: ActionFreeRequested, Addr: 1 << 20, Size: 512, TimeUS: 9},
+	}, Annotations: []Annotation{{Name: "fwd", Stage: "START", Event: 0, TimeUS: 6}, {Name: "fwd", Stage: "END", Event: 2, TimeUS: 10}}}
+	var buf bytes.Buffer
+	require.NoError(t, WriteTrace(&buf, tr))
+	r, err := NewNativeReader(bytes.NewReader(buf.Bytes()), "a.mrt")
+	require.NoError(t, err)
+	assert.True(t, AnnotationsComplete(r))
+	assert.Equal(t, tr.Annotations, AnnotationsOf(r), "before the first event")
+	back, err := ReadAll(r)
+	require.NoError(t, err)
+	assert.Equal(t, tr.Events, back.Events)
+	assert.Equal(t, tr.Annotations, back.Annotations)
+	require.NoError(t, r.Close())
+
+	// After the events: had at the end only.
+	buf.Reset()
+	w, err := NewWriter(&buf, Header{})
+	require.NoError(t, err)
+	for i := range tr.Events {
+		require.NoError(t, w.WriteEvent(&tr.Events[i], tr.Stacks))
+	}
+	require.NoError(t, w.WriteAnnotations(tr.Annotations))
+	require.NoError(t, w.Close())
+	r, err = NewNativeReader(bytes.NewReader(buf.Bytes()), "a.mrt")
+	require.NoError(t, err)
+	assert.False(t, AnnotationsComplete(r))
+	assert.Empty(t, AnnotationsOf(r))
+	back, err = ReadAll(r)
+	require.NoError(t, err)
+	assert.Equal(t, tr.Annotations, back.Annotations)
+	assert.True(t, AnnotationsComplete(r))
+	require.NoError(t, r.Close())
+
+	// Before and after: the writer refuses, and a file that has both
+	// (written past the writer's check) does not read.
+	buf.Reset()
+	w, err = NewWriter(&buf, Header{})
+	require.NoError(t, err)
+	require.NoError(t, w.WriteAnnotations(tr.Annotations[:1]))
+	for i := range tr.Events {
+		require.NoError(t, w.WriteEvent(&tr.Events[i], tr.Stacks))
+	}
+	require.Error(t, w.WriteAnnotations(tr.Annotations[1:]))
+	w.annAhead = false
+	require.NoError(t, w.WriteAnnotations(tr.Annotations[1:]))
+	require.NoError(t, w.Close())
+	_, err = readNative(t, buf.Bytes())
+	var fe *FormatError
+	require.True(t, errors.As(err, &fe), "%v", err)
+	assert.Contains(t, err.Error(), "annotations after the events, the list having come before them")
+}

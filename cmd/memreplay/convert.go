@@ -99,11 +99,22 @@ func copyTrace(w io.Writer, r trace.Reader) (int64, error) {
 			return 0, err
 		}
 	}
+	// Annotations known before the events (a snapshot's, an annotated
+	// .mrt's) go before them, where a reader has them at once; a native
+	// file that keeps them after its events gives them at its end.
+	ahead := trace.AnnotationsComplete(r)
+	if ahead {
+		if err := tw.WriteAnnotations(trace.AnnotationsOf(r)); err != nil {
+			return 0, err
+		}
+	}
 	if err := eachEvent(r, func(e *trace.Event) error { return tw.WriteEvent(e, r.Stacks()) }); err != nil {
 		return 0, err
 	}
-	if err := tw.WriteAnnotations(trace.AnnotationsOf(r)); err != nil {
-		return 0, err
+	if !ahead {
+		if err := tw.WriteAnnotations(trace.AnnotationsOf(r)); err != nil {
+			return 0, err
+		}
 	}
 	if final, ok := r.Final(); ok {
 		if err := tw.SetFinal(final); err != nil {
