@@ -470,3 +470,43 @@ func TestInspectNativeMarkerFirstEvent(t *testing.T) {
 	require.Equal(t, want, got)
 	require.Greater(t, got["step 2"], got["step 1"])
 }
+
+// A converted native trace keeps its annotations before its events, so a
+// replay that stops at an OOM lists those up to the stop, as the same
+// trace's snapshot does (written after the events, they were never read,
+// and none were listed).
+func TestReplayStoppedNativeListsAnnotations(t *testing.T) {
+	tr := &trace.Trace{Header: trace.Header{Source: "memreplay-test"}, Stacks: trace.NewStacks(), Events: []trace.Event{
+		{Action: trace.ActionAlloc, Addr: 1 << 30, Size: 1 << 20, TimeUS: 1},
+		{Action: trace.ActionAlloc, Addr: 2 << 30, Size: 1 << 30, TimeUS: 3},
+		{Action: trace.ActionFreeRequested, Addr: 1 << 30, Size: 1 << 20, TimeUS: 5},
+		{Action: trace.ActionAlloc, Addr: 3 << 30, Size: 1 << 20, TimeUS: 7},
+	}, Annotations: []trace.Annotation{
+		{Device: 0, TimeUS: 2, Name: "fwd", Stage: "START", Event: 1},
+		{Device: 0, TimeUS: 4, Name: "fwd", Stage: "END", Event: 2},
+		{Device: 0, TimeUS: 6, Name: "opt", Stage: "START", Event: 3},
+	}}
+	type markers struct {
+		Stopped bool `json:"stopped"`
+		Markers []struct {
+			Event int64  `json:"event"`
+			Label string `json:"label"`
+			Stage string `json:"stage"`
+		} `json:"markers"`
+	}
+	replayed := func(path string) markers {
+		_, stdout, stderr := runCLI("replay", "--progress=false", "--capacity", "512MiB", "--format", "json", path)
+		var out markers
+		require.NoError(t, json.Unmarshal([]byte(stdout), &out), stderr)
+		require.True(t, out.Stopped, stdout)
+		return out
+	}
+	dir := t.TempDir()
+	native, pickle := filepath.Join(dir, "a.mrt"), filepath.Join(dir, "a.pickle")
+	require.NoError(t, trace.WriteFile(native, tr))
+	require.NoError(t, trace.WritePyTorchFile(pickle, tr))
+	fromPickle := replayed(pickle)
+	require.NotEmpty(t, fromPickle.Markers)
+	require.Less(t, len(fromPickle.Markers), 3, "none past the stop")
+	assert.Equal(t, fromPickle, replayed(native))
+}
