@@ -116,10 +116,10 @@ func (p *Profiler) finishMarkers() ([]Marker, int64) {
 	}
 	m.over = nil
 	dropped := m.dropped
+	// Markers arrive in event order; the pending ones were kept after
+	// those classified at once, which a replay never mixes.
+	slices.SortStableFunc(m.kept, func(a, b Marker) int { return cmp.Compare(a.Event, b.Event) })
 	if len(m.beside) == 0 {
-		// Markers arrive in event order; the pending ones were kept after
-		// those classified at once, which a replay never mixes.
-		slices.SortStableFunc(m.kept, func(a, b Marker) int { return cmp.Compare(a.Event, b.Event) })
 		return slices.Clone(m.kept), dropped
 	}
 	out, n := p.earliestBeside()

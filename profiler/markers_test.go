@@ -1,8 +1,10 @@
 package profiler_test
 
 import (
+	"cmp"
 	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -150,7 +152,11 @@ func TestMarkerAnnotationsBesideMillions(t *testing.T) {
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(8<<20), "bytes allocated by Finish")
 
 	var want []profiler.Marker
-	for _, a := range trace.SortedByEvent(ann) {
+	byEvent := slices.Clone(ann)
+	slices.SortStableFunc(byEvent, func(a, b trace.Annotation) int {
+		return cmp.Or(cmp.Compare(a.Event, b.Event), cmp.Compare(a.Device, b.Device))
+	})
+	for _, a := range byEvent {
 		want = append(want, profiler.Marker{Event: a.Event, Device: a.Device, TimeUS: a.TimeUS, Label: a.Name, Stage: a.Stage})
 	}
 	// The two ≈2.4 markers are events 8 and 9: after the annotations

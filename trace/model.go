@@ -227,8 +227,8 @@ type BatchReader interface {
 
 // AnnotationReader is a Reader that carries annotations beside its
 // events (Trace.Annotations). They are complete once Next has returned
-// io.EOF (a native file may keep them after its events); before that,
-// Annotations may return nil.
+// io.EOF; before that, only when AnnotationsComplete says so (a native
+// file may keep them after its events, and Annotations then returns nil).
 type AnnotationReader interface {
 	Annotations() []Annotation
 }

@@ -46,17 +46,10 @@ type Opened struct {
 	file   *os.File
 }
 
-// Annotations returns the trace's annotations (Trace.Annotations): a
-// streamed native trace's once its events have all been read.
-func (o *Opened) Annotations() []Annotation {
-	switch {
-	case o.Packed != nil:
-		return o.Packed.Annotations
-	case o.Trace != nil:
-		return o.Trace.Annotations
-	}
-	return AnnotationsOf(o.Reader)
-}
+// Annotations returns the trace's annotations (Trace.Annotations), as its
+// Reader has them (AnnotationsOf): a snapshot's and an RMM log's at once,
+// a streamed native trace's as AnnotationsComplete says.
+func (o *Opened) Annotations() []Annotation { return AnnotationsOf(o.Reader) }
 
 // Close releases the file.
 func (o *Opened) Close() error {

@@ -327,16 +327,3 @@ func PlaceAnnotations(ann []Annotation, events []Event) {
 	}
 	p.end()
 }
-
-// SortedByEvent returns the annotations ordered by Event, then device,
-// then time (a copy: Trace.Annotations is in time order).
-func SortedByEvent(ann []Annotation) []Annotation {
-	s := slices.Clone(ann)
-	slices.SortStableFunc(s, func(a, b Annotation) int {
-		if c := cmp.Compare(a.Event, b.Event); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Device, b.Device)
-	})
-	return s
-}

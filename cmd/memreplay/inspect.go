@@ -70,6 +70,9 @@ type markerSummary struct {
 	Start      int64  `json:"start,omitempty"` // annotations' START markers
 	End        int64  `json:"end,omitempty"`
 	FirstEvent int64  `json:"first_event"`
+	// first is where the label first appears (FirstEvent is its event),
+	// for markerSummaries' order.
+	first markerFirst
 }
 
 // maxMarkerLabels bounds the labels inspect tells apart (a profiler's
@@ -285,22 +288,19 @@ func (c *eventCounts) marker(i int64, e *trace.Event) {
 func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) []markerSummary {
 	by := map[string]*markerSummary{}
 	var order []*markerSummary
-	// first is where each label first appears: its first event, then
-	// an annotation (which comes before the event it names) before a
-	// marker, then the annotation's device and place in the list (the
-	// order of trace.SortedByEvent, without a sorted copy of the list).
-	first := map[*markerSummary]markerFirst{}
+	// A label's first appearance (markerSummary.first): its first
+	// event, then an annotation (which comes before the event it names)
+	// before a marker, then the annotation's device and place in the
+	// list (the profiler's order, without a sorted copy of the list).
 	get := func(label string, at markerFirst) *markerSummary {
 		m := by[label]
 		if m == nil {
-			m = &markerSummary{Label: label, FirstEvent: at.event}
+			m = &markerSummary{Label: label, FirstEvent: at.event, first: at}
 			by[label] = m
 			order = append(order, m)
-			first[m] = at
 		}
-		if at.before(first[m]) {
-			first[m] = at
-			m.FirstEvent = at.event
+		if at.before(m.first) {
+			m.first, m.FirstEvent = at, at.event
 		}
 		return m
 	}
@@ -332,7 +332,7 @@ func (c *eventCounts) markerSummaries(s *trace.Stacks, ann []trace.Annotation) [
 	}
 	// First appearance; at the same event, the annotation comes first.
 	slices.SortStableFunc(order, func(a, b *markerSummary) int {
-		switch fa, fb := first[a], first[b]; {
+		switch fa, fb := a.first, b.first; {
 		case fa.before(fb):
 			return -1
 		case fb.before(fa):

@@ -422,6 +422,9 @@ func replayOnce(path string, opts replay.Options, rf *replayFlags, stderr io.Wri
 		}
 	}
 	prof := k.prof
+	// A confirmed speculative replay's reader had no annotations while it
+	// ran (they come with the import): hand them over. After any other
+	// replay Run has, and this gives the same list again.
 	prof.Annotations(o.Annotations())
 	return &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}, nil
 }
@@ -504,7 +507,7 @@ func replayAfterOpen(path string, opts replay.Options, rf *replayFlags, stderr i
 			return nil, err
 		}
 	}
-	prof.Annotations(o.Annotations())
+	// The annotations reached prof from Run (replay.AnnotationRecorder).
 	in := &report.Input{Trace: o.Reader.Header(), Result: res, Profile: prof.Finish(), Stacks: o.Reader.Stacks()}
 	if gpu != nil {
 		if err := gpu.Close(); err != nil {
