@@ -40,6 +40,28 @@ def need_cli(t):
         t.skipTest(str(e))
 
 
+def study_with_a_dead_worker(t, budget_file, budget):
+    """A SQLite study "told" whose one worker (of budget_file) was killed
+    after its objective returned, before Optuna's tell: its trial stays
+    RUNNING. Returns the study and that trial."""
+    tmp = os.path.dirname(budget_file)
+    url = "sqlite:///" + os.path.join(tmp, "study.db")
+    study = optuna.create_study(study_name="told", storage=url, direction="maximize")
+    p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", budget_file, str(budget), "1", "0.05", "1",
+                        "die-before-tell"], capture_output=True, text=True, timeout=120)
+    t.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
+    [dead] = study.get_trials()
+    t.assertEqual(dead.state, TrialState.RUNNING)
+    return study, dead
+
+
+def assert_ledger_empty(t, path):
+    """The gate's ledger at path holds no holder, waiter, trial or orphan."""
+    with open(path) as f:
+        led = json.load(f)
+    t.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []), path)
+
+
 class FakeGPUThreads(unittest.TestCase):
     """n_jobs=4 threads of one process allocate through libmemreplay on a
     fake device of 512 MiB: what the gate admits must really fit."""
@@ -165,9 +187,7 @@ class StickyRestart(unittest.TestCase):
         retry = [r for r in trials if r.user_attrs.get("memreplay_retry_of") == died[0].number]
         self.assertEqual([(r.state, r.params) for r in retry], [(TrialState.COMPLETE, died[0].params)])
         self.assertIn("x", died[0].params)
-        with open(budget_file) as f:
-            led = json.load(f)
-        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
+        assert_ledger_empty(self, budget_file)
 
 
 class TorchAllocator(unittest.TestCase):
@@ -372,15 +392,8 @@ class KilledBeforeTold(unittest.TestCase):
         need_optuna(self)
         need_cli(self)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
-        tmp = tempfile.mkdtemp()
-        url = "sqlite:///" + os.path.join(tmp, "study.db")
-        budget_file, budget = os.path.join(tmp, "gpu0.budget"), 20 << 30
-        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", budget_file, str(budget), "1", "0.05", "1",
-                            "die-before-tell"], capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
-        [dead] = study.get_trials()
-        self.assertEqual(dead.state, TrialState.RUNNING)
+        budget_file, budget = os.path.join(tempfile.mkdtemp(), "gpu0.budget"), 20 << 30
+        study, dead = study_with_a_dead_worker(self, budget_file, budget)
         self.assertIn("t_end", dead.user_attrs, "killed after the objective returned")
         # The next trial (this process) recovers it and runs it again.
         cb = memreplay.optuna.MemoryCallback(gate=memreplay.MemoryGate(budget, path=budget_file), need=lambda t: 1 << 30,
@@ -392,9 +405,7 @@ class KilledBeforeTold(unittest.TestCase):
         self.assertEqual(trials[1].user_attrs["memreplay_retry_of"], dead.number)
         self.assertEqual(trials[1].params["batch"], dead.params["batch"])
         self.assertNotIn("memreplay_retry_of", trials[2].user_attrs)
-        with open(budget_file) as f:
-            led = json.load(f)
-        self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []))
+        assert_ledger_empty(self, budget_file)
 
 
 class OtherBudgetFile(unittest.TestCase):
@@ -410,14 +421,8 @@ class OtherBudgetFile(unittest.TestCase):
         need_cli(self)
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         tmp = tempfile.mkdtemp()
-        url = "sqlite:///" + os.path.join(tmp, "study.db")
         gpu0, gpu1, budget = os.path.join(tmp, "gpu0.budget"), os.path.join(tmp, "gpu1.budget"), 20 << 30
-        study = optuna.create_study(study_name="told", storage=url, direction="maximize")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "worker.py"), url, "told", gpu1, str(budget), "1", "0.05", "1",
-                            "die-before-tell"], capture_output=True, text=True, timeout=120)
-        self.assertEqual(p.returncode, -signal.SIGKILL, p.stderr[-3000:])
-        [dead] = study.get_trials()
-        self.assertEqual(dead.state, TrialState.RUNNING)
+        study, dead = study_with_a_dead_worker(self, gpu1, budget)
         # A live worker of GPU 1 (this process) in the middle of a trial.
         live = memreplay.MemoryGate(budget, path=gpu1)
         key = live.register_trial({"study": "told", "trial_id": -1})
@@ -436,9 +441,7 @@ class OtherBudgetFile(unittest.TestCase):
         self.assertEqual(trials[2].system_attrs["fixed_params"], dead.params, "the retry runs what the dead trial drew")
         self.assertEqual(trials[2].params["batch"], dead.params["batch"])
         for path in (gpu0, gpu1):
-            with open(path) as f:
-                led = json.load(f)
-            self.assertEqual((led["holders"], led["waiting"], led["trials"], led["orphans"]), ({}, [], {}, []), path)
+            assert_ledger_empty(self, path)
 
 
 # Registers trial ids (argv) of study "err" in the ledger and exits: a
